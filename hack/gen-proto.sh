@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Regenerate the committed Python stubs from protos/. The generated code pins
+# minimum protobuf/grpcio runtimes (see the floors in pyproject.toml), so the
+# grpcio-tools version used here is pinned too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+GRPCIO_TOOLS_VERSION=1.85.1
+
+if ! "$PYTHON" -c "import grpc_tools, importlib.metadata as m, sys; sys.exit(m.version('grpcio-tools') != '$GRPCIO_TOOLS_VERSION')" 2>/dev/null; then
+  echo "gen-proto: needs grpcio-tools==$GRPCIO_TOOLS_VERSION in $PYTHON (pip install grpcio-tools==$GRPCIO_TOOLS_VERSION)" >&2
+  exit 1
+fi
+
+protos=(
+  allocwatch/kubeletapi/podresources/v1/api.proto
+  allocwatch/kubeletapi/deviceplugin/v1beta1/api.proto
+)
+for p in "${protos[@]}"; do
+  d=$(dirname "$p")
+  mkdir -p "$d"
+  # Each directory on the import path is a package, so the stubs import by
+  # their full dotted name and both api.proto files coexist.
+  part=""
+  for seg in ${d//\// }; do
+    part=${part:+$part/}$seg
+    [ -f "$part/__init__.py" ] || : > "$part/__init__.py"
+  done
+done
+"$PYTHON" -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. "${protos[@]/#/protos/}"
+echo "gen-proto: regenerated ${#protos[@]} protos with grpcio-tools $GRPCIO_TOOLS_VERSION"
