@@ -1,0 +1,70 @@
+# allocwatch developer entry points. Every target runs from a clean clone;
+# `make venv` (implied by the Python targets) installs the project and its
+# test extras into .venv.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+IMAGE_REPO ?= localhost/allocwatch
+IMAGE_TAG ?= $(shell $(PY) -c 'import allocwatch; print(allocwatch.__version__)' 2>/dev/null || echo dev)
+IMAGE ?= $(IMAGE_REPO):$(IMAGE_TAG)
+BASE_IMAGE ?=
+DOCKER ?= docker
+
+.PHONY: venv test lint proto bench bench-compare image image-size upstream \
+        cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,e2e]'
+	touch $@
+
+## test: lint, then every unit, integration, chart and interop test
+test: lint
+	$(PY) -m pytest tests
+
+lint: venv
+	$(VENV)/bin/ruff check .
+
+## proto: regenerate the committed gRPC stubs
+proto:
+	$(PY) -m pip install -q -e '.[proto]'
+	PYTHON=$(PY) hack/gen-proto.sh
+
+## bench: watcher latency/CPU/RSS/writes against a fake kubelet
+bench: venv
+	$(PY) -m bench.watcher
+
+## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
+bench-compare: venv upstream
+	$(PY) -m bench.compare
+
+## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit
+upstream:
+	hack/upstream/build.sh
+
+## image: build the watcher image (BASE_IMAGE=... for a local base)
+image:
+	$(DOCKER) build -f image/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE) .
+
+image-size:
+	@$(DOCKER) image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%s %.1f MiB\n", "$(IMAGE)", $$1/1048576}'
+
+## local single-node cluster (root; offline)
+cluster-up:
+	hack/cluster/up.sh
+cluster-down:
+	hack/cluster/down.sh
+cluster-images:
+	hack/cluster/images.sh
+cluster-smoke: venv
+	PYTHON=$(PY) hack/cluster/smoke.sh
+
+## e2e: end-to-end on kind (the newcomer's main job)
+e2e: venv
+	$(PY) -m pytest e2e --provider=kind
+
+## e2e-local: end-to-end on the offline single-node cluster (root)
+e2e-local: venv cluster-up cluster-images
+	$(PY) -m pytest e2e --provider=local
