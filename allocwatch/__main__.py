@@ -1,0 +1,3 @@
+from allocwatch.cli import run
+
+run()

@@ -1,0 +1,199 @@
+"""The `allocwatch` command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from allocwatch import __version__
+from allocwatch.durations import format_duration, parse_duration
+from allocwatch.logs import LEVELS, configure
+from allocwatch.metrics import HealthServer, Metrics, parse_address
+from allocwatch.overrides import OverridesPublisher
+from allocwatch.podresources import DEFAULT_RESOURCE_NAMES, DEFAULT_SOCKET, PodResourcesClient
+from allocwatch.profile import ProfileSource
+from allocwatch.watch import OK, Watcher
+
+log = logging.getLogger("allocwatch")
+
+DEFAULT_DRIVER_ROOT = "/var/lib/nvml-mock/driver"
+DEFAULT_INTERVAL = "500ms"
+DEFAULT_METRICS_ADDRESS = ":9477"
+LIST_TIMEOUT = 5.0
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def _interval(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    return seconds
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if math.isnan(value) or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
+    return value
+
+
+def _address(text: str) -> str:
+    if text:
+        try:
+            parse_address(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _resource_name(text: str) -> str:
+    if not text or "/" not in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an extended resource name")
+    return text
+
+
+def _path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="allocwatch",
+        description="Publish nvml-mock memory readings that follow kubelet GPU allocation.",
+    )
+    p.add_argument(
+        "--socket", type=_path, default=env("MOCK_NVML_PODRESOURCES_SOCKET") or DEFAULT_SOCKET,
+        help="kubelet pod-resources socket "
+        "(env MOCK_NVML_PODRESOURCES_SOCKET; default %(default)s)",
+    )
+    p.add_argument(
+        "--driver-root", type=_path, default=DEFAULT_DRIVER_ROOT,
+        help="nvml-mock driver root (default %(default)s)",
+    )
+    p.add_argument(
+        "--config", type=_path, default=env("MOCK_NVML_CONFIG") or None,
+        help="nvml-mock profile (env MOCK_NVML_CONFIG; default <driver-root>/config/config.yaml)",
+    )
+    p.add_argument(
+        "--overrides", type=_path, default=env("MOCK_NVML_OVERRIDES") or None,
+        help="override file to publish into "
+        "(env MOCK_NVML_OVERRIDES; default <driver-root>/config/overrides.yaml)",
+    )
+    p.add_argument(
+        "--interval", type=_interval, default=DEFAULT_INTERVAL,
+        help="poll interval: 500ms, 2s, 1m30s or seconds (default %(default)s)",
+    )
+    p.add_argument(
+        "--used-fraction", type=_fraction, default="0.5",
+        help="share of a GPU's usable memory one claim uses, in (0, 1] (default %(default)s)",
+    )
+    p.add_argument(
+        "--resource-name", type=_resource_name, action="append", dest="resource_names",
+        metavar="NAME",
+        help="resource counted as a GPU claim; repeatable "
+        f"(default {' and '.join(DEFAULT_RESOURCE_NAMES)})",
+    )
+    p.add_argument(
+        "--dial-timeout", type=_interval, default="10s",
+        help="how long to wait for the socket at startup (default %(default)s)",
+    )
+    p.add_argument(
+        "--metrics-address", type=_address, default=DEFAULT_METRICS_ADDRESS,
+        help="serve /metrics, /healthz, /readyz here; empty disables (default %(default)s)",
+    )
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", choices=LEVELS, default="info")
+    p.add_argument(
+        "--keep-readings-on-exit", action="store_true",
+        help="leave the memory readings in place on exit instead of removing them",
+    )
+    p.add_argument("--once", action="store_true", help="poll and publish once, then exit")
+    p.add_argument("--version", action="version", version=f"allocwatch {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure(args.log_format, args.log_level)
+    driver_root = Path(args.driver_root)
+    config = Path(args.config or driver_root / "config" / "config.yaml")
+    overrides = Path(args.overrides or driver_root / "config" / "overrides.yaml")
+    resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    client = PodResourcesClient(args.socket, resource_names, call_timeout=LIST_TIMEOUT)
+    metrics = Metrics()
+    watcher = Watcher(
+        client,
+        ProfileSource(config),
+        OverridesPublisher(overrides, lock_timeout=min(5.0, max(1.0, args.interval))),
+        fraction=args.used_fraction,
+        interval=args.interval,
+        metrics=metrics,
+    )
+
+    server = None
+    if args.metrics_address and not args.once:
+        try:
+            server = HealthServer(args.metrics_address, metrics, watcher.ready)
+        except OSError as exc:
+            log.error("--metrics-address %s: %s", args.metrics_address, exc)
+            return EXIT_FAILURE
+        server.start()
+
+    try:
+        if not client.wait_ready(args.dial_timeout):
+            if stop.is_set():
+                return EXIT_OK
+            log.error(
+                "--socket %s: kubelet pod-resources socket not reachable within %s",
+                args.socket, format_duration(args.dial_timeout),
+            )
+            return EXIT_FAILURE
+        log.info(
+            "allocwatch %s: polling %s every %s (resources %s, fraction %g) -> %s",
+            __version__, args.socket, format_duration(args.interval),
+            ", ".join(resource_names), args.used_fraction, overrides,
+        )
+        if server is not None:
+            log.info("serving /metrics, /healthz, /readyz on port %d", server.port)
+        if args.once:
+            outcome = watcher.poll(stop)
+            return EXIT_OK if outcome.result == OK else EXIT_FAILURE
+        watcher.run(stop)
+        if not args.keep_readings_on_exit:
+            # Bounded so the whole shutdown stays under a second.
+            watcher.retract(timeout=0.5)
+        return EXIT_OK
+    finally:
+        client.close()
+        if server is not None:
+            server.stop()
+
+
+def run() -> None:
+    sys.exit(main())

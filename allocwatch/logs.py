@@ -1,0 +1,38 @@
+"""Logging setup: one line per event, as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, sort_keys=False)
+
+
+def configure(log_format: str = "text", level: str = "info") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        fmt = logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)s %(message)s",
+                                datefmt="%Y-%m-%dT%H:%M:%S")
+        fmt.converter = time.gmtime
+        handler.setFormatter(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,143 @@
+"""Prometheus metrics and the /healthz, /readyz endpoints."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        labels = ("index", "uuid")
+        self.claims = Gauge(
+            "allocwatch_device_claims", "Claims on the device in the last List", labels,
+            registry=r,
+        )
+        self.used_bytes = Gauge(
+            "allocwatch_device_used_bytes", "Published memory.used_bytes", labels, registry=r
+        )
+        self.free_bytes = Gauge(
+            "allocwatch_device_free_bytes", "Published memory.free_bytes", labels, registry=r
+        )
+        self.polls = Counter(
+            "allocwatch_polls", "Polls by result", ("result",), registry=r
+        )
+        self.writes = Counter(
+            "allocwatch_writes", "Writes of the override file", registry=r
+        )
+        self.unknown_ids = Gauge(
+            "allocwatch_unknown_device_ids",
+            "Claimed device ids in the last List that match no profile device",
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "allocwatch_last_success_timestamp_seconds",
+            "Unix time of the last successful poll",
+            registry=r,
+        )
+        self.poll_duration = Histogram(
+            "allocwatch_poll_duration_seconds",
+            "Time spent in one poll",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
+            registry=r,
+        )
+        self.profile_loaded = Gauge(
+            "allocwatch_profile_loaded", "1 when a usable profile is loaded", registry=r
+        )
+        for result in ("ok", "list_error", "publish_error", "no_profile"):
+            self.polls.labels(result)
+
+    def forget_devices(self) -> None:
+        for gauge in (self.claims, self.used_bytes, self.free_bytes):
+            gauge.clear()
+
+
+class HealthServer:
+    """Serves /metrics, /healthz and /readyz on a background thread."""
+
+    def __init__(
+        self,
+        address: str,
+        metrics: Metrics,
+        ready: Callable[[], tuple[bool, str]],
+    ) -> None:
+        host, port = parse_address(address)
+        registry = metrics.registry
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    self._send(200, b"ok\n")
+                elif path == "/readyz":
+                    ok, why = ready()
+                    self._send(200 if ok else 503, (why + "\n").encode())
+                else:
+                    self._send(404, b"not found\n")
+
+            def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # probes every few seconds would drown the change log
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        ThreadingHTTPServer.daemon_threads = True
+        server_class = ThreadingHTTPServer
+        if ":" in host:
+            import socket
+
+            class V6Server(ThreadingHTTPServer):
+                address_family = socket.AF_INET6
+
+            server_class = V6Server
+        self._server = server_class((host, port), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="health", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """`:9477`, `0.0.0.0:9477`, `[::]:9477` → (host, port). Raises ValueError."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"{address!r} is not HOST:PORT (example :9477)")
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{address!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"{address!r}: port {number} is out of range")
+    return host, number
+
+
+def now() -> float:
+    return time.time()

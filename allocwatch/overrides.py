@@ -1,0 +1,358 @@
+"""The nvml-mock override document: strict load, merge, atomic publish.
+
+Contract (shared with the engine and `nvml-mock-ctl`):
+* Writers hold an exclusive flock on the sibling `<file>.lock` across
+  load → merge → write, and never delete that lock file.
+* The document is strict: top-level keys are only `version` (an int), `all`
+  and `devices`; duplicate keys are errors. A document we cannot parse is
+  never overwritten: it may be a human's edit, and the engine keeps serving
+  its last good copy meanwhile.
+* We own only `devices["<i>"].memory.{used_bytes,free_bytes}`; every other key
+  is preserved. Byte counts are written as ints (exact in float64).
+* Writes go to a temp file in the same directory, chmod 0644, then rename,
+  because the engine would accept a half-written number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import filelock
+import yaml
+
+from allocwatch.reconcile import MemoryReading
+
+log = logging.getLogger(__name__)
+
+TOP_LEVEL_KEYS = frozenset({"version", "all", "devices"})
+MEMORY_KEYS = ("used_bytes", "free_bytes")
+FILE_MODE = 0o644
+
+Document = dict[str, Any]
+
+
+class DocumentError(ValueError):
+    """The file on disk is not a valid override document; it is left alone."""
+
+
+class PublishError(RuntimeError):
+    """This publish did not happen (lock timeout, I/O error, bad document)."""
+
+
+_LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DumperBase: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _StrictLoader(_LoaderBase):  # type: ignore[misc,valid-type]
+    """A safe loader that rejects duplicate keys, as go-yaml's UnmarshalStrict does.
+
+    Timestamps stay strings: Go writers treat them as strings, and a string
+    survives our round trip unchanged (the dumper quotes it again).
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, int) and not isinstance(key, bool):
+                # go-yaml turns an int key into its decimal string for map[string]
+                key = str(key)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"unhashable key {key!r}", key_node.start_mark
+                ) from None
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class _Dumper(_DumperBase):  # type: ignore[misc,valid-type]
+    pass
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # go-yaml v2 reads y/Y/n/N as booleans; PyYAML would write them plain.
+    if value in {"y", "Y", "n", "N"}:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    return dumper.represent_str(value)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def _normalise_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            (str(k) if isinstance(k, int) and not isinstance(k, bool) else k): _normalise_keys(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_normalise_keys(v) for v in value]
+    return value
+
+
+def parse_document(text: str) -> Document:
+    """Strictly parse override YAML (or JSON). A blank file is an empty document."""
+    try:
+        doc = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise DocumentError(f"not valid YAML: {exc}") from exc
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise DocumentError(f"the document must be a mapping, not {type(doc).__name__}")
+    doc = _normalise_keys(doc)
+    unknown = sorted(str(k) for k in doc if k not in TOP_LEVEL_KEYS)
+    if unknown:
+        raise DocumentError(
+            f"unknown top-level key(s) {', '.join(unknown)} (allowed: all, devices, version)"
+        )
+    version = doc.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise DocumentError(f"`version` must be an integer, not {version!r}")
+    for key in ("all", "devices"):
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            raise DocumentError(f"`{key}` must be a mapping, not {type(doc[key]).__name__}")
+    for name, bucket in (doc.get("devices") or {}).items():
+        if bucket is not None and not isinstance(bucket, dict):
+            raise DocumentError(f"devices[{name!r}] must be a mapping")
+    return doc
+
+
+def render_document(doc: Mapping[str, Any]) -> str:
+    return yaml.dump(dict(doc), Dumper=_Dumper, default_flow_style=False, sort_keys=True)
+
+
+def merge_readings(doc: Mapping[str, Any], readings: Mapping[int, MemoryReading]) -> Document:
+    """Return a copy of `doc` with our two memory keys set for each reading (pure).
+
+    Missing, null or non-map buckets and `memory` blocks become maps; every
+    other key, and every other device, is kept.
+    """
+    out: Document = copy.deepcopy(dict(doc))
+    if not readings:
+        return out
+    if not isinstance(out.get("version"), int):
+        out["version"] = 1  # what Go writers emit
+    devices = out.get("devices")
+    if not isinstance(devices, dict):
+        devices = out["devices"] = {}
+    for index, reading in readings.items():
+        key = str(index)
+        bucket = devices.get(key)
+        if not isinstance(bucket, dict):
+            bucket = devices[key] = {}
+        memory = bucket.get("memory")
+        if not isinstance(memory, dict):
+            memory = bucket["memory"] = {}
+        memory["used_bytes"] = int(reading.used_bytes)
+        memory["free_bytes"] = int(reading.free_bytes)
+    return out
+
+
+def remove_readings(doc: Mapping[str, Any], indices: Iterable[int]) -> Document:
+    """Return a copy without our memory keys for `indices`, pruning maps left empty."""
+    out: Document = copy.deepcopy(dict(doc))
+    devices = out.get("devices")
+    if not isinstance(devices, dict):
+        return out
+    for index in indices:
+        key = str(index)
+        bucket = devices.get(key)
+        if not isinstance(bucket, dict):
+            continue
+        memory = bucket.get("memory")
+        if isinstance(memory, dict):
+            for k in MEMORY_KEYS:
+                memory.pop(k, None)
+            if not memory:
+                del bucket["memory"]
+        if not bucket:
+            del devices[key]
+    if not devices:
+        del out["devices"]
+    return out
+
+
+def read_document(path: Path) -> Document | None:
+    """The parsed document, or None when the file does not exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"not UTF-8 text: {exc}") from exc
+    return parse_document(text)
+
+
+def write_atomic(path: Path, text: str, previous_mtime_ns: int | None = None) -> None:
+    """Temp file in the same directory, 0644, rename.
+
+    The engine notices a change only by mtime or size. When a same-size write
+    lands within one timestamp tick of the previous one, give it a later mtime
+    so the change cannot be missed.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=".overrides-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fchmod(f.fileno(), FILE_MODE)
+            if previous_mtime_ns is not None:
+                st = os.fstat(f.fileno())
+                if st.st_mtime_ns <= previous_mtime_ns:
+                    later = previous_mtime_ns + 1_000_000
+                    os.utime(f.fileno(), ns=(st.st_atime_ns, later))
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    wrote: bool
+
+
+class OverridesPublisher:
+    """Publishes readings into one override file, writing only on change.
+
+    Idle polls cost one stat(): the parsed file is cached by its identity, and
+    the lock is taken only when a write is needed (the file is replaced by
+    rename, so an unlocked read always sees a whole document).
+    """
+
+    def __init__(self, path: Path, lock_timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.lock_path = Path(str(self.path) + ".lock")
+        self.lock_timeout = lock_timeout
+        self.writes = 0
+        self._cache_identity: tuple[int, int, int, int] | None = None
+        self._cache_doc: Document | None = None
+
+    def _identity(self) -> tuple[int, int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _current(self) -> tuple[Document | None, tuple[int, int, int, int] | None]:
+        identity = self._identity()
+        if identity is not None and identity == self._cache_identity:
+            return self._cache_doc, identity
+        doc = read_document(self.path)
+        self._cache_identity, self._cache_doc = identity, doc
+        return doc, identity
+
+    def publish(
+        self,
+        readings: Mapping[int, MemoryReading],
+        stop: threading.Event | None = None,
+        remove: Iterable[int] = (),
+    ) -> PublishResult:
+        """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
+        gone = [i for i in remove if i not in readings]
+        return self._update(
+            lambda doc: remove_readings(merge_readings(doc, readings), gone), stop
+        )
+
+    def retract(
+        self, indices: Iterable[int], stop: threading.Event | None = None
+    ) -> PublishResult:
+        wanted = list(indices)
+        return self._update(lambda doc: remove_readings(doc, wanted), stop, create=False)
+
+    def _update(
+        self,
+        change: Any,
+        stop: threading.Event | None,
+        create: bool = True,
+    ) -> PublishResult:
+        try:
+            doc, _ = self._current()
+        except DocumentError as exc:
+            raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
+        if doc is not None and change(doc) == doc:
+            return PublishResult(wrote=False)
+        if doc is None and not create:
+            return PublishResult(wrote=False)
+        if not self.path.parent.is_dir():
+            # Never create nvml-mock's directories (it may be uninstalled).
+            raise PublishError(f"write {self.path}: directory {self.path.parent} does not exist")
+        with self._locked(stop):
+            try:
+                doc, identity = self._current()
+            except DocumentError as exc:
+                raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
+            if doc is None and not create:
+                return PublishResult(wrote=False)
+            base = doc if doc is not None else {}
+            merged = change(base)
+            if doc is not None and merged == doc:
+                return PublishResult(wrote=False)
+            try:
+                write_atomic(
+                    self.path,
+                    render_document(merged),
+                    previous_mtime_ns=identity[2] if identity else None,
+                )
+            except OSError as exc:
+                raise PublishError(f"write {self.path}: {exc}") from exc
+            self.writes += 1
+            self._cache_identity, self._cache_doc = self._identity(), merged
+            return PublishResult(wrote=True)
+
+    def _locked(self, stop: threading.Event | None) -> filelock.BaseFileLock:
+        lock = filelock.UnixFileLock(str(self.lock_path), mode=FILE_MODE)
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                lock.acquire(timeout=0.05)
+                return _Release(lock)  # type: ignore[return-value]
+            except filelock.Timeout:
+                pass
+            except OSError as exc:
+                raise PublishError(f"lock {self.lock_path}: {exc}") from exc
+            if stop is not None and stop.is_set():
+                raise PublishError(f"lock {self.lock_path}: cancelled by shutdown")
+            if time.monotonic() >= deadline:
+                raise PublishError(
+                    f"lock {self.lock_path}: still held by another writer after "
+                    f"{self.lock_timeout:g}s; retrying next poll"
+                )
+
+
+class _Release:
+    """Context manager that releases an already-acquired lock."""
+
+    def __init__(self, lock: filelock.BaseFileLock) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()

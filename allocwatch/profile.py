@@ -1,0 +1,193 @@
+"""The nvml-mock profile (`config.yaml`): which devices exist and their memory.
+
+The rules mirror the upstream engine (`GetDeviceConfig`/`DevicesFromConfig`),
+so every index we compute is the index the engine serves:
+
+* N = len(devices); 0 means 8; `system.num_devices > 0` overrides it.
+* The UUID of index i is that of the first `devices[]` entry with `index == i`.
+* A per-device `memory:` block replaces `device_defaults.memory` wholesale.
+* Field names match case-insensitively and unknown keys are ignored.
+
+Devices without any memory block are omitted: upstream would publish 0/0 and
+make the node report a total of 0, while no override keeps the base values.
+The engine serves at most 8 devices, so higher indices are never published.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+log = logging.getLogger(__name__)
+
+DEFAULT_NUM_DEVICES = 8
+ENGINE_MAX_DEVICES = 8
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ProfileError(ValueError):
+    """The profile cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Device:
+    index: int
+    uuid: str
+    total_bytes: int
+    reserved_bytes: int
+
+
+def _get(mapping: Mapping[str, Any], key: str) -> Any:
+    """Case-insensitive lookup, like Go's encoding/json field matching."""
+    if key in mapping:
+        return mapping[key]
+    lowered = key.lower()
+    for k, v in mapping.items():
+        if isinstance(k, str) and k.lower() == lowered:
+            return v
+    return None
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ProfileError(f"{where} must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _uint(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
+    return value
+
+
+def _memory(block: Any, where: str) -> tuple[int, int] | None:
+    if block is None:
+        return None
+    mem = _mapping(block, where)
+    return (
+        _uint(_get(mem, "total_bytes"), f"{where}.total_bytes"),
+        _uint(_get(mem, "reserved_bytes"), f"{where}.reserved_bytes"),
+    )
+
+
+def parse_profile(text: str) -> list[Device]:
+    """Parse profile YAML into the devices the engine serves (pure)."""
+    try:
+        doc = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"not valid YAML: {exc}") from exc
+    root = _mapping(doc, "the profile")
+    version = _get(root, "version")
+    if version in (None, ""):
+        raise ProfileError("`version` is required")
+    system = _mapping(_get(root, "system"), "system")
+    if _get(system, "driver_version") in (None, ""):
+        raise ProfileError("`system.driver_version` is required")
+
+    entries = _get(root, "devices")
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise ProfileError("`devices` must be a list")
+    by_index: dict[int, Mapping[str, Any]] = {}
+    for pos, raw in enumerate(entries):
+        entry = _mapping(raw, f"devices[{pos}]")
+        index = _get(entry, "index")
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ProfileError(f"devices[{pos}].index must be an integer, not {index!r}")
+        if index in by_index:
+            raise ProfileError(f"devices[{pos}].index {index} is not unique")
+        by_index[index] = entry
+
+    count = len(entries) or DEFAULT_NUM_DEVICES
+    num_devices = _get(system, "num_devices")
+    if num_devices is not None:
+        if isinstance(num_devices, bool) or not isinstance(num_devices, int):
+            raise ProfileError(f"system.num_devices must be an integer, not {num_devices!r}")
+        if num_devices > 0:
+            count = num_devices
+
+    defaults = _mapping(_get(root, "device_defaults"), "device_defaults")
+    default_memory = _memory(_get(defaults, "memory"), "device_defaults.memory")
+
+    devices = []
+    for i in range(min(count, ENGINE_MAX_DEVICES)):
+        entry = by_index.get(i, {})
+        uuid = _get(entry, "uuid")
+        if uuid is not None and not isinstance(uuid, str):
+            raise ProfileError(f"device {i}: uuid must be a string, not {uuid!r}")
+        memory = _memory(_get(entry, "memory"), f"device {i}.memory") or default_memory
+        if memory is None:
+            continue
+        devices.append(Device(i, uuid or "", memory[0], memory[1]))
+    return devices
+
+
+def load_devices(path: str | os.PathLike[str]) -> list[Device]:
+    """Read and parse a profile file. Raises OSError or ProfileError."""
+    return parse_profile(Path(path).read_text(encoding="utf-8"))
+
+
+class ProfileSource:
+    """Keeps the devices of a profile file current across polls.
+
+    The file is re-read only when its inode, mtime or size changes. A missing
+    file yields None (publish nothing); a malformed one keeps the last good
+    devices, logs once per bad version of the file, and recovers when fixed.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.devices: list[Device] | None = None
+        self.error: str | None = None
+        self._identity: tuple[int, int, int, int] | None = None
+        self._missing_logged = False
+
+    def refresh(self) -> list[Device] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if not self._missing_logged:
+                log.warning(
+                    "profile %s is missing; publishing nothing until it appears", self.path
+                )
+                self._missing_logged = True
+            self.devices = None
+            self._identity = None
+            self.error = "profile missing"
+            return None
+        identity = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+        if identity == self._identity:
+            return self.devices
+        self._identity = identity
+        self._missing_logged = False
+        try:
+            devices = load_devices(self.path)
+        except (OSError, UnicodeDecodeError, ProfileError) as exc:
+            self.error = f"profile {self.path}: {exc}"
+            if self.devices is None:
+                log.error("%s; not publishing until it is fixed", self.error)
+            else:
+                log.error("%s; keeping the last good devices", self.error)
+            return self.devices
+        if devices != self.devices:
+            log.info(
+                "profile %s: %d devices (%s)",
+                self.path,
+                len(devices),
+                ", ".join(f"{d.index}={d.uuid or '<no uuid>'}" for d in devices),
+            )
+        self.devices = devices
+        self.error = None
+        return devices

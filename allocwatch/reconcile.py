@@ -1,0 +1,62 @@
+"""Claims → per-device memory readings. Pure: no I/O, no clock.
+
+The arithmetic is upstream's, byte for byte (Go `uint64(float64(aperture) * f)`
+truncates, so does Python's int() of a float; `round`, Decimal or integer
+fractions would differ by a byte on some sizes).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from allocwatch.podresources import Claim
+from allocwatch.profile import Device
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    used_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    readings: dict[int, MemoryReading]
+    claims_per_device: dict[int, int]
+    unknown_ids: tuple[str, ...] = field(default=())
+
+
+def aperture(device: Device) -> int:
+    """Usable memory: total - reserved, or 0 when reserved exceeds total."""
+    if device.reserved_bytes > device.total_bytes:
+        return 0
+    return device.total_bytes - device.reserved_bytes
+
+
+def reading_for(device: Device, claims: int, fraction: float) -> MemoryReading:
+    room = aperture(device)
+    per_claim = int(float(room) * fraction)
+    used = min(per_claim * claims, room)
+    return MemoryReading(used_bytes=used, free_bytes=room - used)
+
+
+def reconcile(
+    devices: Sequence[Device], claims: Iterable[Claim], fraction: float
+) -> Reconciliation:
+    """Compute every device's reading from the whole current claim set."""
+    by_uuid = {d.uuid: d.index for d in devices if d.uuid}
+    counts: Counter[int] = Counter()
+    unknown: list[str] = []
+    for claim in claims:
+        index = by_uuid.get(claim.physical_id)
+        if index is None:
+            unknown.append(claim.device_id)
+        else:
+            counts[index] += 1
+    return Reconciliation(
+        readings={d.index: reading_for(d, counts[d.index], fraction) for d in devices},
+        claims_per_device={d.index: counts[d.index] for d in devices},
+        unknown_ids=tuple(unknown),
+    )
