@@ -79,49 +79,69 @@ def build_parser() -> argparse.ArgumentParser:
         description="Publish nvml-mock memory readings that follow kubelet GPU allocation.",
     )
     p.add_argument(
-        "--socket", type=_path, default=env("MOCK_NVML_PODRESOURCES_SOCKET") or DEFAULT_SOCKET,
+        "--socket",
+        type=_path,
+        default=env("MOCK_NVML_PODRESOURCES_SOCKET") or DEFAULT_SOCKET,
         help="kubelet pod-resources socket "
         "(env MOCK_NVML_PODRESOURCES_SOCKET; default %(default)s)",
     )
     p.add_argument(
-        "--driver-root", type=_path, default=DEFAULT_DRIVER_ROOT,
+        "--driver-root",
+        type=_path,
+        default=DEFAULT_DRIVER_ROOT,
         help="nvml-mock driver root (default %(default)s)",
     )
     p.add_argument(
-        "--config", type=_path, default=env("MOCK_NVML_CONFIG") or None,
+        "--config",
+        type=_path,
+        default=env("MOCK_NVML_CONFIG") or None,
         help="nvml-mock profile (env MOCK_NVML_CONFIG; default <driver-root>/config/config.yaml)",
     )
     p.add_argument(
-        "--overrides", type=_path, default=env("MOCK_NVML_OVERRIDES") or None,
+        "--overrides",
+        type=_path,
+        default=env("MOCK_NVML_OVERRIDES") or None,
         help="override file to publish into "
         "(env MOCK_NVML_OVERRIDES; default <driver-root>/config/overrides.yaml)",
     )
     p.add_argument(
-        "--interval", type=_interval, default=DEFAULT_INTERVAL,
+        "--interval",
+        type=_interval,
+        default=DEFAULT_INTERVAL,
         help="poll interval: 500ms, 2s, 1m30s or seconds (default %(default)s)",
     )
     p.add_argument(
-        "--used-fraction", type=_fraction, default="0.5",
+        "--used-fraction",
+        type=_fraction,
+        default="0.5",
         help="share of a GPU's usable memory one claim uses, in (0, 1] (default %(default)s)",
     )
     p.add_argument(
-        "--resource-name", type=_resource_name, action="append", dest="resource_names",
+        "--resource-name",
+        type=_resource_name,
+        action="append",
+        dest="resource_names",
         metavar="NAME",
         help="resource counted as a GPU claim; repeatable "
         f"(default {' and '.join(DEFAULT_RESOURCE_NAMES)})",
     )
     p.add_argument(
-        "--dial-timeout", type=_interval, default="10s",
+        "--dial-timeout",
+        type=_interval,
+        default="10s",
         help="how long to wait for the socket at startup (default %(default)s)",
     )
     p.add_argument(
-        "--metrics-address", type=_address, default=DEFAULT_METRICS_ADDRESS,
+        "--metrics-address",
+        type=_address,
+        default=DEFAULT_METRICS_ADDRESS,
         help="serve /metrics, /healthz, /readyz here; empty disables (default %(default)s)",
     )
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", choices=LEVELS, default="info")
     p.add_argument(
-        "--keep-readings-on-exit", action="store_true",
+        "--keep-readings-on-exit",
+        action="store_true",
         help="leave the memory readings in place on exit instead of removing them",
     )
     p.add_argument("--once", action="store_true", help="poll and publish once, then exit")
@@ -171,13 +191,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_OK
             log.error(
                 "--socket %s: kubelet pod-resources socket not reachable within %s",
-                args.socket, format_duration(args.dial_timeout),
+                args.socket,
+                format_duration(args.dial_timeout),
             )
             return EXIT_FAILURE
         log.info(
             "allocwatch %s: polling %s every %s (resources %s, fraction %g) -> %s",
-            __version__, args.socket, format_duration(args.interval),
-            ", ".join(resource_names), args.used_fraction, overrides,
+            __version__,
+            args.socket,
+            format_duration(args.interval),
+            ", ".join(resource_names),
+            args.used_fraction,
+            overrides,
         )
         if server is not None:
             log.info("serving /metrics, /healthz, /readyz on port %d", server.port)

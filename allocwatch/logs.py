@@ -29,8 +29,9 @@ def configure(log_format: str = "text", level: str = "info") -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        fmt = logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)s %(message)s",
-                                datefmt="%Y-%m-%dT%H:%M:%S")
+        fmt = logging.Formatter(
+            "%(asctime)s.%(msecs)03dZ %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%S"
+        )
         fmt.converter = time.gmtime
         handler.setFormatter(fmt)
     root = logging.getLogger()

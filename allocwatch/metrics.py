@@ -23,7 +23,9 @@ class Metrics:
         r = self.registry
         labels = ("index", "uuid")
         self.claims = Gauge(
-            "allocwatch_device_claims", "Claims on the device in the last List", labels,
+            "allocwatch_device_claims",
+            "Claims on the device in the last List",
+            labels,
             registry=r,
         )
         self.used_bytes = Gauge(
@@ -32,12 +34,8 @@ class Metrics:
         self.free_bytes = Gauge(
             "allocwatch_device_free_bytes", "Published memory.free_bytes", labels, registry=r
         )
-        self.polls = Counter(
-            "allocwatch_polls", "Polls by result", ("result",), registry=r
-        )
-        self.writes = Counter(
-            "allocwatch_writes", "Writes of the override file", registry=r
-        )
+        self.polls = Counter("allocwatch_polls", "Polls by result", ("result",), registry=r)
+        self.writes = Counter("allocwatch_writes", "Writes of the override file", registry=r)
         self.unknown_ids = Gauge(
             "allocwatch_unknown_device_ids",
             "Claimed device ids in the last List that match no profile device",

@@ -275,13 +275,9 @@ class OverridesPublisher:
     ) -> PublishResult:
         """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
         gone = [i for i in remove if i not in readings]
-        return self._update(
-            lambda doc: remove_readings(merge_readings(doc, readings), gone), stop
-        )
+        return self._update(lambda doc: remove_readings(merge_readings(doc, readings), gone), stop)
 
-    def retract(
-        self, indices: Iterable[int], stop: threading.Event | None = None
-    ) -> PublishResult:
+    def retract(self, indices: Iterable[int], stop: threading.Event | None = None) -> PublishResult:
         wanted = list(indices)
         return self._update(lambda doc: remove_readings(doc, wanted), stop, create=False)
 

@@ -159,9 +159,7 @@ class ProfileSource:
             st = os.stat(self.path)
         except FileNotFoundError:
             if not self._missing_logged:
-                log.warning(
-                    "profile %s is missing; publishing nothing until it appears", self.path
-                )
+                log.warning("profile %s is missing; publishing nothing until it appears", self.path)
                 self._missing_logged = True
             self.devices = None
             self._identity = None

@@ -98,9 +98,7 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
 def serve(socket_path: str, state_path: Path) -> None:
     calls_path = Path(str(state_path) + ".calls")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(
-        _Servicer(state_path, calls_path), server
-    )
+    api_pb2_grpc.add_PodResourcesListerServicer_to_server(_Servicer(state_path, calls_path), server)
     server.add_insecure_port("unix://" + socket_path)
     server.start()
     done = threading.Event()
@@ -142,9 +140,19 @@ class FakeKubelet:
             os.unlink(self.socket_path)
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.fakekubelet",
-             "--socket", self.socket_path, "--state", str(self.state_path)],
-            stdout=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
+            [
+                sys.executable,
+                "-m",
+                "tests.support.fakekubelet",
+                "--socket",
+                self.socket_path,
+                "--state",
+                str(self.state_path),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=REPO_ROOT,
         )
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()

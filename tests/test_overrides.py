@@ -1,0 +1,255 @@
+"""The override document: strict load, merge, write-on-change, restore, retract."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from allocwatch.overrides import (
+    DocumentError,
+    OverridesPublisher,
+    PublishError,
+    merge_readings,
+    parse_document,
+    remove_readings,
+    render_document,
+)
+from allocwatch.reconcile import MemoryReading
+
+R = MemoryReading
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "devices:\n  '0':\n    memory: {used_bytes: 1}\n",
+        "devices:\n  0:\n    memory: {used_bytes: 1}\n",  # int key, as go-yaml accepts
+        '{"devices": {"0": {"memory": {"used_bytes": 1}}}}',  # JSON
+        "version: 2\n",
+        "",
+        "# only a comment\n",
+        "all: {memory: {used_bytes: 5}}\ndevices: {'0': null}\n",
+        "devices:\n  '0':\n    memory: {used_bytes: 2.1169176576e+10}\n",
+    ],
+)
+def test_accepts_what_the_engine_accepts(text: str) -> None:
+    parse_document(text)
+
+
+def test_int_device_keys_become_strings() -> None:
+    assert parse_document("devices: {0: {fan: {speed_percent: 60}}}") == {
+        "devices": {"0": {"fan": {"speed_percent": 60}}}
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("owner: allocwatch\n", "unknown top-level key"),
+        ("version: '1'\n", "version"),
+        ("version: true\n", "version"),
+        ("version: 1\nversion: 1\n", "duplicate key"),
+        ("devices:\n  '0': {}\n  '0': {}\n", "duplicate key"),
+        ("devices:\n  '0':\n    memory: {used_bytes: 1, used_bytes: 2}\n", "duplicate key"),
+        ("devices:\n  0: {}\n  '0': {}\n", "duplicate key"),
+        ("- 1\n- 2\n", "must be a mapping"),
+        ("just text\n", "must be a mapping"),
+        ("devices: [1]\n", "`devices` must be a mapping"),
+        ("devices: {'0': [1]}\n", "must be a mapping"),
+        ("devices: {'0': {memory: [\n", "not valid YAML"),
+    ],
+)
+def test_rejects_what_would_break_the_file(text: str, needle: str) -> None:
+    with pytest.raises(DocumentError, match=needle):
+        parse_document(text)
+
+
+def test_merge_sets_only_our_keys_as_ints_and_keeps_the_rest() -> None:
+    doc = {
+        "version": 1,
+        "all": {"performance_state": "P8"},
+        "devices": {
+            "0": {"thermal": {"temperature_gpu_c": 85}, "memory": {"total_bytes": 7}},
+            "3": {"fan": {"speed_percent": "60"}},
+        },
+    }
+    merged = merge_readings(doc, {0: R(4096, 8192), 1: R(1, 2)})
+    assert merged["all"] == {"performance_state": "P8"}
+    assert merged["devices"]["0"] == {
+        "thermal": {"temperature_gpu_c": 85},
+        "memory": {"total_bytes": 7, "used_bytes": 4096, "free_bytes": 8192},
+    }
+    assert merged["devices"]["1"] == {"memory": {"used_bytes": 1, "free_bytes": 2}}
+    assert merged["devices"]["3"] == {"fan": {"speed_percent": "60"}}
+    assert doc["devices"]["0"]["memory"] == {"total_bytes": 7}  # input untouched
+    used = merged["devices"]["0"]["memory"]["used_bytes"]
+    assert type(used) is int
+
+
+def test_merge_into_empty_document_matches_upstream_shape() -> None:
+    merged = merge_readings({}, {0: R(0, 10)})
+    assert merged == {
+        "version": 1,
+        "devices": {"0": {"memory": {"used_bytes": 0, "free_bytes": 10}}},
+    }
+    assert list(merged["devices"]["0"]) == ["memory"]
+    assert set(merged["devices"]["0"]["memory"]) == {"used_bytes", "free_bytes"}
+
+
+@pytest.mark.parametrize("bucket", [None, "text", [1]])
+def test_merge_replaces_non_map_buckets_and_memory(bucket: object) -> None:
+    merged = merge_readings({"devices": {"0": bucket}}, {0: R(1, 2)})
+    assert merged["devices"]["0"] == {"memory": {"used_bytes": 1, "free_bytes": 2}}
+    merged = merge_readings({"devices": {"0": {"memory": bucket}}}, {0: R(1, 2)})
+    assert merged["devices"]["0"] == {"memory": {"used_bytes": 1, "free_bytes": 2}}
+
+
+def test_remove_prunes_empty_maps_and_keeps_others() -> None:
+    doc = merge_readings({"all": {"x": 1}}, {0: R(1, 2), 1: R(3, 4)})
+    doc["devices"]["1"]["thermal"] = {"t": 1}
+    doc["devices"]["1"]["memory"]["total_bytes"] = 9
+    out = remove_readings(doc, [0, 1])
+    assert out == {
+        "version": 1,
+        "all": {"x": 1},
+        "devices": {"1": {"thermal": {"t": 1}, "memory": {"total_bytes": 9}}},
+    }
+    assert remove_readings(merge_readings({}, {0: R(1, 2)}), [0]) == {"version": 1}
+
+
+def test_rendered_yaml_round_trips_and_quotes_go_booleans() -> None:
+    doc = {"version": 1, "devices": {"0": {"x": {"a": "y", "b": "n", "c": "2001-12-14"}}}}
+    text = render_document(doc)
+    assert parse_document(text) == doc
+    assert '"y"' in text and '"n"' in text
+    assert yaml.safe_load(text)["devices"]["0"]["x"]["c"] == "2001-12-14"
+
+
+# --- the publisher on a real directory ---------------------------------------
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Path:
+    return tmp_path / "overrides.yaml"
+
+
+def test_first_publish_creates_a_0644_file_and_a_lock(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2)}).wrote
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert parse_document(target.read_text())["devices"]["0"]["memory"] == {
+        "used_bytes": 1,
+        "free_bytes": 2,
+    }
+    assert target.with_name("overrides.yaml.lock").exists()
+    assert [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_unchanged_readings_write_nothing(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2)})
+    st = target.stat()
+    for _ in range(50):
+        assert not pub.publish({0: R(1, 2)}).wrote
+    assert pub.writes == 1
+    assert target.stat().st_ino == st.st_ino and target.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_equivalent_document_written_by_others_is_not_rewritten(target: Path) -> None:
+    target.write_text(
+        '{"devices": {"0": {"memory": {"free_bytes": 2, "used_bytes": 1}}}, "version": 1}'
+    )
+    pub = OverridesPublisher(target)
+    assert not pub.publish({0: R(1, 2)}).wrote
+
+
+def test_later_publish_wins(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(9999, 1)})
+    pub.publish({0: R(0, 10000)})
+    assert parse_document(target.read_text())["devices"]["0"]["memory"] == {
+        "used_bytes": 0,
+        "free_bytes": 10000,
+    }
+
+
+def test_human_overrides_survive(target: Path) -> None:
+    target.write_text(
+        "all:\n  performance_state: P8\ndevices:\n  '0':\n    thermal:\n"
+        "      temperature_gpu_c: 85\nversion: 1\n"
+    )
+    OverridesPublisher(target).publish({0: R(4096, 8192)})
+    doc = parse_document(target.read_text())
+    assert doc["all"] == {"performance_state": "P8"}
+    assert doc["devices"]["0"]["thermal"] == {"temperature_gpu_c": 85}
+    assert doc["devices"]["0"]["memory"] == {"used_bytes": 4096, "free_bytes": 8192}
+
+
+def test_deleted_file_is_restored(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2)})
+    target.unlink()
+    assert pub.publish({0: R(1, 2)}).wrote
+    assert parse_document(target.read_text())["devices"]["0"]["memory"]["used_bytes"] == 1
+
+
+def test_external_edit_of_our_keys_is_corrected(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2)})
+    target.write_text("devices: {'0': {memory: {used_bytes: 5, free_bytes: 5}}}\nversion: 1\n")
+    assert pub.publish({0: R(1, 2)}).wrote
+
+
+@pytest.mark.parametrize("bad", ["owner: me\n", "version: '1'\n", "a: 1\na: 2\n"])
+def test_refused_document_is_never_overwritten(target: Path, bad: str) -> None:
+    target.write_text(bad)
+    before = target.stat()
+    with pytest.raises(PublishError, match="leaving it untouched"):
+        OverridesPublisher(target).publish({0: R(1, 2)})
+    assert target.read_text() == bad
+    assert target.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_missing_directory_is_not_created(tmp_path: Path) -> None:
+    target = tmp_path / "driver" / "config" / "overrides.yaml"
+    with pytest.raises(PublishError, match="does not exist"):
+        OverridesPublisher(target).publish({0: R(1, 2)})
+    assert not (tmp_path / "driver").exists()
+
+
+def test_same_size_change_gets_a_later_mtime(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 8)})
+    future = target.stat().st_mtime_ns + 10**10  # as if written within one tick
+    os.utime(target, ns=(future, future))
+    pub.publish({0: R(2, 7)})
+    after = target.stat()
+    assert after.st_mtime_ns > future  # the engine sees mtime differ even at equal size
+
+
+def test_retract_removes_only_our_keys(target: Path) -> None:
+    target.write_text("devices: {'0': {thermal: {t: 1}}}\nversion: 1\n")
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2), 1: R(3, 4)})
+    assert pub.retract([0, 1]).wrote
+    assert parse_document(target.read_text()) == {
+        "version": 1,
+        "devices": {"0": {"thermal": {"t": 1}}},
+    }
+    assert target.with_name("overrides.yaml.lock").exists()
+
+
+def test_retract_on_missing_file_creates_nothing(target: Path) -> None:
+    assert not OverridesPublisher(target).retract([0]).wrote
+    assert not target.exists()
+
+
+def test_publish_drops_devices_gone_from_the_profile(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2), 1: R(3, 4)})
+    pub.publish({0: R(1, 2)}, remove=[1])
+    assert set(parse_document(target.read_text())["devices"]) == {"0"}

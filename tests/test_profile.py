@@ -1,0 +1,146 @@
+"""Profile parsing follows the engine's rules (contract §2)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from allocwatch.profile import Device, ProfileError, ProfileSource, parse_profile
+from tests.conftest import A100_UUIDS
+
+HEADER = 'version: "1.0"\nsystem:\n  driver_version: "550.163.01"\n'
+
+
+def test_real_a100_profile(a100: list[Device]) -> None:
+    assert len(a100) == 8
+    assert a100[0] == Device(0, A100_UUIDS[0], 42949672960, 611319808)
+    uuids = [d.uuid for d in a100]
+    assert all(uuids) and len(set(uuids)) == 8
+
+
+def test_count_is_list_length_not_max_index() -> None:
+    devices = parse_profile(
+        HEADER
+        + "device_defaults: {memory: {total_bytes: 100, reserved_bytes: 10}}\n"
+        + "devices:\n  - {index: 5, uuid: GPU-5}\n  - {index: 0, uuid: GPU-0}\n"
+    )
+    # two entries -> indices 0 and 1; index 1 has no entry, so no uuid
+    assert [(d.index, d.uuid) for d in devices] == [(0, "GPU-0"), (1, "")]
+
+
+def test_no_devices_means_eight_and_num_devices_overrides() -> None:
+    base = HEADER + "device_defaults: {memory: {total_bytes: 100}}\n"
+    assert len(parse_profile(base)) == 8
+    assert len(parse_profile(base.replace("system:\n", "system:\n  num_devices: 3\n"))) == 3
+
+
+def test_engine_serves_at_most_eight() -> None:
+    text = HEADER.replace("system:\n", "system:\n  num_devices: 12\n")
+    text += "device_defaults: {memory: {total_bytes: 100}}\n"
+    assert [d.index for d in parse_profile(text)] == list(range(8))
+
+
+def test_per_device_memory_replaces_defaults_wholesale() -> None:
+    devices = parse_profile(
+        HEADER
+        + "device_defaults: {memory: {total_bytes: 1000, reserved_bytes: 100}}\n"
+        + "devices:\n"
+        + "  - {index: 0, uuid: GPU-0, memory: {total_bytes: 500}}\n"
+        + "  - {index: 1, uuid: GPU-1}\n"
+    )
+    assert devices[0] == Device(0, "GPU-0", 500, 0)  # reserved not inherited
+    assert devices[1] == Device(1, "GPU-1", 1000, 100)
+
+
+def test_devices_without_memory_are_skipped() -> None:
+    devices = parse_profile(
+        HEADER
+        + "devices:\n  - {index: 0, uuid: GPU-0}\n"
+        + "  - {index: 1, uuid: GPU-1, memory: {total_bytes: 8, reserved_bytes: 2}}\n"
+    )
+    assert devices == [Device(1, "GPU-1", 8, 2)]
+
+
+def test_field_names_match_case_insensitively_and_unknown_keys_are_ignored() -> None:
+    devices = parse_profile(
+        'Version: "1.0"\nSystem:\n  Driver_Version: "1"\ninfiniband: {x: 1}\n'
+        "Device_Defaults: {Memory: {Total_Bytes: 10, Reserved_Bytes: 4}}\n"
+        "Devices:\n  - {Index: 0, UUID: GPU-0, pci: {bus_id: '0'}}\n"
+    )
+    assert devices == [Device(0, "GPU-0", 10, 4)]
+
+
+def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
+    devices = parse_profile(
+        HEADER + "device_defaults: {memory: {total_bytes: 1}}\n"
+        "devices:\n  - {index: 1, uuid: GPU-one}\n  - {index: 0, uuid: GPU-zero}\n"
+    )
+    assert [d.uuid for d in devices] == ["GPU-zero", "GPU-one"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("system: {driver_version: '1'}\n", "version"),
+        ('version: "1.0"\n', "driver_version"),
+        (HEADER + "devices:\n  - {index: 0}\n  - {index: 0}\n", "not unique"),
+        (HEADER + "devices: {a: 1}\n", "must be a list"),
+        (HEADER + "device_defaults: {memory: {total_bytes: -1}}\n", "non-negative"),
+        (HEADER + "device_defaults: {memory: {total_bytes: 1.5}}\n", "non-negative"),
+        ("version: [\n", "not valid YAML"),
+        ("- a\n", "mapping"),
+    ],
+)
+def test_invalid_profiles_are_rejected_with_a_reason(text: str, needle: str) -> None:
+    with pytest.raises(ProfileError, match=needle):
+        parse_profile(text)
+
+
+class TestProfileSource:
+    def test_missing_then_appears(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        path = tmp_path / "config.yaml"
+        source = ProfileSource(path)
+        with caplog.at_level(logging.WARNING):
+            assert source.refresh() is None
+            assert source.refresh() is None
+        assert sum("missing" in r.message for r in caplog.records) == 1  # logged once
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 9}}\n")
+        assert source.refresh() is not None and len(source.devices or []) == 8
+
+    def test_rereads_on_change_and_keeps_last_good_when_malformed(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 9}}\n")
+        source = ProfileSource(path)
+        first = source.refresh()
+        assert first is not None
+        path.write_text("version: [broken\n")
+        assert source.refresh() == first
+        assert source.error is not None and "not valid YAML" in source.error
+        path.write_text(
+            HEADER
+            + "device_defaults: {memory: {total_bytes: 7}}\n"
+            + "devices:\n  - {index: 0, uuid: GPU-new}\n"
+        )
+        assert source.refresh() == [Device(0, "GPU-new", 7, 0)]
+        assert source.error is None
+
+    def test_same_size_rewrite_detected_by_mtime(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        text = HEADER + "device_defaults: {memory: {total_bytes: 7}}\n"
+        path.write_text(text)
+        source = ProfileSource(path)
+        assert source.refresh()[0].total_bytes == 7  # type: ignore[index]
+        path.write_text(text.replace("7", "8"))
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000))
+        assert source.refresh()[0].total_bytes == 8  # type: ignore[index]
+
+    def test_malformed_at_start_means_no_devices(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        path.write_text("nonsense: [")
+        source = ProfileSource(path)
+        assert source.refresh() is None
+        assert source.error is not None

@@ -1,0 +1,88 @@
+"""Reconcile arithmetic, with upstream's reconcile_test numbers (contract §7, §11)."""
+
+from __future__ import annotations
+
+import pytest
+
+from allocwatch.podresources import Claim
+from allocwatch.profile import Device
+from allocwatch.reconcile import MemoryReading, reading_for, reconcile
+from tests.conftest import A100_APERTURE, A100_HALF
+
+TWO = [Device(0, "GPU-aaa", 42949672960, 611319808), Device(1, "GPU-bbb", 42949672960, 611319808)]
+
+
+def claim(device_id: str, pod: str = "p") -> Claim:
+    return Claim("ns", pod, "c", "nvidia.com/gpu", device_id)
+
+
+def test_no_claims_every_device_idle() -> None:
+    rec = reconcile(TWO, [], 0.5)
+    assert rec.readings == {
+        0: MemoryReading(0, A100_APERTURE),
+        1: MemoryReading(0, A100_APERTURE),
+    }
+
+
+def test_one_claim_moves_only_its_device() -> None:
+    rec = reconcile(TWO, [claim("GPU-bbb")], 0.5)
+    assert rec.readings[1] == MemoryReading(A100_HALF, A100_APERTURE - A100_HALF)
+    assert rec.readings[0] == MemoryReading(0, A100_APERTURE)
+    assert rec.claims_per_device == {0: 0, 1: 1}
+
+
+@pytest.mark.parametrize("n", [2, 3, 17])
+def test_claims_clamp_at_the_aperture(n: int) -> None:
+    rec = reconcile(TWO, [claim("GPU-aaa", f"p{i}") for i in range(n)], 0.5)
+    assert rec.readings[0] == MemoryReading(A100_APERTURE, 0)
+
+
+def test_unknown_ids_are_ignored_and_reported() -> None:
+    rec = reconcile(TWO, [claim("GPU-does-not-exist")], 0.5)
+    assert all(r.used_bytes == 0 for r in rec.readings.values())
+    assert rec.unknown_ids == ("GPU-does-not-exist",)
+
+
+def test_busy_then_empty_returns_to_idle() -> None:
+    assert reconcile(TWO, [claim("GPU-aaa")], 0.5).readings[0].used_bytes == A100_HALF
+    assert reconcile(TWO, [], 0.5).readings[0] == MemoryReading(0, A100_APERTURE)
+
+
+def test_quarter_fraction() -> None:
+    assert reconcile(TWO, [claim("GPU-aaa")], 0.25).readings[0].used_bytes == 10584588288
+
+
+def test_replica_ids_count_against_the_physical_gpu() -> None:
+    rec = reconcile(TWO, [claim("GPU-bbb::0", "a"), claim("GPU-bbb::1", "b")], 0.25)
+    assert rec.readings[1].used_bytes == 2 * 10584588288
+    assert rec.unknown_ids == ()
+
+
+def test_reserved_above_total_gives_zero_aperture() -> None:
+    assert reading_for(Device(0, "x", 10, 20), 3, 0.5) == MemoryReading(0, 0)
+
+
+def test_truncates_like_go() -> None:
+    # float64(7) * 0.3 = 2.0999999999999996 -> 2 (truncation, not rounding)
+    assert reading_for(Device(0, "x", 7, 0), 1, 0.3) == MemoryReading(2, 5)
+    # per-claim truncation happens before multiplying by the claim count
+    assert reading_for(Device(0, "x", 7, 0), 3, 0.3) == MemoryReading(6, 1)
+
+
+@pytest.mark.parametrize(
+    ("total", "reserved", "half", "quarter"),
+    [
+        (85899345920, 1073741824, 42412802048, 21206401024),  # h100
+        (206158430208, 1073741824, 102542344192, 51271172096),  # b200
+        (309237645312, 1610612736, 153813516288, 76906758144),  # gb300
+        (51539607552, 536870912, 25501368320, 12750684160),  # l40s
+        (17179869184, 314572800, 8432648192, 4216324096),  # t4
+    ],
+)
+def test_shipped_profiles_worked_numbers(
+    total: int, reserved: int, half: int, quarter: int
+) -> None:
+    d = Device(0, "x", total, reserved)
+    assert reading_for(d, 1, 0.5).used_bytes == half
+    assert reading_for(d, 1, 0.25).used_bytes == quarter
+    assert reading_for(d, 2, 0.5) == MemoryReading(total - reserved, 0)
