@@ -1,0 +1,118 @@
+"""The flock on `overrides.yaml.lock` against real competing processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from allocwatch.overrides import OverridesPublisher, PublishError, parse_document
+from allocwatch.reconcile import MemoryReading
+
+# A competing writer that behaves like nvml-mock-ctl: flock the sidecar, load,
+# bump a counter in another device's bucket, write atomically, unlock.
+COMPETITOR = r"""
+import fcntl, os, sys, tempfile, yaml
+path, n = sys.argv[1], int(sys.argv[2])
+for _ in range(n):
+    fd = os.open(path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        doc = (yaml.safe_load(open(path)) if os.path.exists(path) else None) or {}
+        bucket = doc.setdefault("devices", {}).setdefault("7", {})
+        thermal = bucket.setdefault("thermal", {})
+        thermal["counter"] = thermal.get("counter", 0) + 1
+        tfd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".overrides-")
+        with os.fdopen(tfd, "w") as f:
+            yaml.safe_dump(doc, f)
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+"""
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Path:
+    return tmp_path / "overrides.yaml"
+
+
+@pytest.fixture
+def holder(target: Path) -> Iterator[subprocess.Popen[str]]:
+    """util-linux flock(1) holding the lock until we close its stdin."""
+    proc = subprocess.Popen(
+        ["flock", str(target) + ".lock", "-c", "echo locked; read _"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "locked"
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def release(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=5)
+
+
+def test_competing_holder_delays_our_publish(target: Path, holder: subprocess.Popen[str]) -> None:
+    pub = OverridesPublisher(target, lock_timeout=10)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            pub.publish({0: MemoryReading(1, 2)})
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+        done.set()
+
+    threading.Thread(target=publish, daemon=True).start()
+    assert not done.wait(0.5), "published while another process held the lock"
+    assert not target.exists()
+    released_at = time.monotonic()
+    release(holder)
+    assert done.wait(5)
+    assert not errors
+    assert time.monotonic() - released_at < 1.0
+    assert parse_document(target.read_text())["devices"]["0"]["memory"]["used_bytes"] == 1
+
+
+def test_lock_timeout_skips_the_publish(target: Path, holder: subprocess.Popen[str]) -> None:
+    with pytest.raises(PublishError, match="still held"):
+        OverridesPublisher(target, lock_timeout=0.3).publish({0: MemoryReading(1, 2)})
+    assert not target.exists()
+
+
+def test_shutdown_cancels_a_lock_wait(target: Path, holder: subprocess.Popen[str]) -> None:
+    stop = threading.Event()
+    stop.set()
+    started = time.monotonic()
+    with pytest.raises(PublishError, match="cancelled"):
+        OverridesPublisher(target, lock_timeout=10).publish({0: MemoryReading(1, 2)}, stop)
+    assert time.monotonic() - started < 1.0
+
+
+def test_no_update_lost_across_200_interleaved_writes(target: Path) -> None:
+    n = 200
+    competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR, str(target), str(n)])
+    pub = OverridesPublisher(target, lock_timeout=30)
+    for i in range(1, n + 1):
+        assert pub.publish({0: MemoryReading(i, 10_000 - i)}).wrote
+    assert competitor.wait(timeout=120) == 0
+    doc = parse_document(target.read_text())
+    assert doc["devices"]["7"]["thermal"]["counter"] == n
+    assert doc["devices"]["0"]["memory"] == {"used_bytes": n, "free_bytes": 10_000 - n}
+    assert pub.writes == n
+    assert Path(str(target) + ".lock").exists()

@@ -1,0 +1,328 @@
+"""The watch loop against a fake kubelet in another process (integration)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from allocwatch.metrics import Metrics
+from allocwatch.overrides import OverridesPublisher, parse_document
+from allocwatch.podresources import PodResourcesClient
+from allocwatch.profile import ProfileSource
+from allocwatch.watch import LIST_ERROR, NO_PROFILE, OK, PUBLISH_ERROR, Watcher
+from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
+from tests.support.fakekubelet import FakeKubelet, gpu_pod
+
+IDLE = {"used_bytes": 0, "free_bytes": A100_APERTURE}
+HALF = {"used_bytes": A100_HALF, "free_bytes": A100_APERTURE - A100_HALF}
+FULL = {"used_bytes": A100_APERTURE, "free_bytes": 0}
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or check}")
+        time.sleep(0.01)
+
+
+def memory(path: Path) -> dict[str, dict[str, int]]:
+    doc = parse_document(path.read_text())
+    return {k: v["memory"] for k, v in doc.get("devices", {}).items() if "memory" in v}
+
+
+def expected(busy: dict[int, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {str(i): busy.get(i, IDLE) for i in range(8)}
+
+
+class Rig:
+    def __init__(self, kubelet: FakeKubelet, driver_root: Path, interval: float = 0.02) -> None:
+        self.kubelet = kubelet
+        self.config = driver_root / "config" / "config.yaml"
+        self.overrides = driver_root / "config" / "overrides.yaml"
+        self.client = PodResourcesClient(kubelet.socket_path, call_timeout=0.5)
+        self.metrics = Metrics()
+        self.watcher = Watcher(
+            self.client,
+            ProfileSource(self.config),
+            OverridesPublisher(self.overrides, lock_timeout=1),
+            fraction=0.5,
+            interval=interval,
+            metrics=self.metrics,
+        )
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        assert self.client.wait_ready(5)
+        self.thread = threading.Thread(target=self.watcher.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        if self.thread:
+            self.thread.join(5)
+            assert not self.thread.is_alive()
+        self.client.close()
+
+    def shows(self, busy: dict[int, dict[str, int]]) -> Callable[[], bool]:
+        def check() -> bool:
+            return self.overrides.exists() and memory(self.overrides) == expected(busy)
+
+        return check
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        return self.metrics.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+def rig(kubelet: FakeKubelet, driver_root: Path) -> Iterator[Rig]:
+    r = Rig(kubelet, driver_root)
+    yield r
+    r.close()
+
+
+def test_first_publish_before_first_tick(kubelet: FakeKubelet, driver_root: Path) -> None:
+    kubelet.set_pods([gpu_pod("ml", "trainer", [A100_UUIDS[0]])])
+    r = Rig(kubelet, driver_root, interval=3600)
+    try:
+        r.start()
+        eventually(r.shows({0: HALF}), timeout=5, what="the immediate publish")
+        assert r.watcher.polls == 1
+    finally:
+        r.close()
+
+
+def test_claims_appear_and_disappear(rig: Rig) -> None:
+    rig.start()
+    eventually(rig.shows({}), what="idle")
+    rig.kubelet.set_pods([gpu_pod("ml", "a", [A100_UUIDS[1]])])
+    eventually(rig.shows({1: HALF}), what="device 1 busy")
+    rig.kubelet.set_pods([gpu_pod("ml", "a", [A100_UUIDS[1]]), gpu_pod("ml", "b", [A100_UUIDS[1]])])
+    eventually(rig.shows({1: FULL}), what="device 1 full")
+    rig.kubelet.set_pods([])
+    eventually(rig.shows({}), what="idle again")
+    assert rig.metric("allocwatch_device_claims", index="1", uuid=A100_UUIDS[1]) == 0
+
+
+def test_time_sliced_and_renamed_resources(rig: Rig) -> None:
+    rig.start()
+    rig.kubelet.set_pods(
+        [
+            gpu_pod("ns", "a", [A100_UUIDS[3] + "::0"]),
+            gpu_pod("ns", "b", [A100_UUIDS[3] + "::1"], resource="nvidia.com/gpu.shared"),
+        ]
+    )
+    eventually(rig.shows({3: FULL}), what="two replicas on device 3")
+
+
+def test_unknown_ids_are_counted(rig: Rig) -> None:
+    rig.start()
+    rig.kubelet.set_pods([gpu_pod("ns", "a", ["GPU-not-in-profile", "0"])])
+    eventually(lambda: rig.metric("allocwatch_unknown_device_ids") == 2, what="unknown ids")
+    assert memory(rig.overrides) == expected({})
+
+
+def test_idle_node_makes_zero_writes(rig: Rig) -> None:
+    rig.start()
+    eventually(rig.shows({}), what="first publish")
+    polls_before = rig.watcher.polls
+    mtime = rig.overrides.stat().st_mtime_ns
+    eventually(lambda: rig.watcher.polls >= polls_before + 25, what="25 idle polls")
+    assert rig.watcher.publisher.writes == 1
+    assert rig.metric("allocwatch_writes_total") == 1
+    assert rig.overrides.stat().st_mtime_ns == mtime
+
+
+def test_deleted_file_restored_next_poll(rig: Rig) -> None:
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[2]])])
+    rig.start()
+    eventually(rig.shows({2: HALF}), what="published")
+    rig.overrides.unlink()
+    eventually(rig.shows({2: HALF}), what="restored")
+
+
+def test_kubelet_restart_is_survived(rig: Rig) -> None:
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
+    rig.start()
+    eventually(rig.shows({0: HALF}), what="before restart")
+    rig.kubelet.stop()  # socket removed
+    eventually(
+        lambda: (rig.metric("allocwatch_polls_total", result=LIST_ERROR) or 0) > 0,
+        what="a failed List while the kubelet is down",
+    )
+    assert memory(rig.overrides) == expected({0: HALF})  # previous reading kept
+    rig.kubelet.set_pods([gpu_pod("ns", "b", [A100_UUIDS[5]])])
+    rig.kubelet.start()  # socket re-created
+    eventually(rig.shows({5: HALF}), what="after restart")
+    assert rig.thread is not None and rig.thread.is_alive()
+
+
+def test_list_errors_keep_the_previous_reading(rig: Rig) -> None:
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
+    rig.start()
+    eventually(rig.shows({0: HALF}), what="published")
+    rig.kubelet.set_failure("UNAVAILABLE")
+    rig.kubelet.set_pods([])
+    eventually(
+        lambda: (rig.metric("allocwatch_polls_total", result=LIST_ERROR) or 0) >= 3,
+        what="failing polls",
+    )
+    assert memory(rig.overrides) == expected({0: HALF})
+    rig.kubelet.set_failure(None)
+    eventually(rig.shows({}), what="recovered")
+
+
+def test_lister_always_failing_publishes_nothing(kubelet: FakeKubelet, driver_root: Path) -> None:
+    kubelet.set_failure("INTERNAL")
+    r = Rig(kubelet, driver_root, interval=0.005)
+    try:
+        r.start()
+        eventually(lambda: kubelet.list_calls() > 1, what="repeated List calls")
+    finally:
+        r.close()
+    assert not r.overrides.exists()
+
+
+def test_hung_kubelet_hits_the_deadline(kubelet: FakeKubelet, driver_root: Path) -> None:
+    kubelet.set_hang(30)
+    r = Rig(kubelet, driver_root)
+    assert r.client.wait_ready(5)
+    started = time.monotonic()
+    assert r.watcher.poll().result == LIST_ERROR
+    assert time.monotonic() - started < 2.0  # call_timeout is 0.5 s
+    kubelet.set_hang(0)
+    assert r.watcher.poll().result == OK
+    r.close()
+
+
+def test_profile_missing_then_appearing(kubelet: FakeKubelet, tmp_path: Path) -> None:
+    driver = tmp_path / "driver"
+    r = Rig(kubelet, driver)
+    assert r.client.wait_ready(5)
+    assert r.watcher.poll().result == NO_PROFILE
+    assert not driver.exists()  # nothing created
+    ready, why = r.watcher.ready()
+    assert not ready and "missing" in why
+    r.config.parent.mkdir(parents=True)
+    shutil.copy(A100, r.config)
+    assert r.watcher.poll().result == OK
+    assert memory(r.overrides) == expected({})
+    assert r.watcher.ready() == (True, "ok")
+    r.close()
+
+
+def test_malformed_profile_keeps_last_good_devices(kubelet: FakeKubelet, driver_root: Path) -> None:
+    r = Rig(kubelet, driver_root)
+    assert r.client.wait_ready(5)
+    assert r.watcher.poll().result == OK
+    r.config.write_text("version: [broken")
+    kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[4]])])
+    assert r.watcher.poll().result == OK
+    assert memory(r.overrides) == expected({4: HALF})
+    r.close()
+
+
+def test_profile_change_is_picked_up(kubelet: FakeKubelet, driver_root: Path) -> None:
+    r = Rig(kubelet, driver_root)
+    assert r.client.wait_ready(5)
+    r.watcher.poll()
+    text = A100.read_text().replace("12345678000", "abcdef00000")
+    r.config.write_text(
+        text.replace(
+            'driver_version: "550.163.01"', 'driver_version: "550.163.01"\n  num_devices: 2'
+        )
+    )
+    kubelet.set_pods([gpu_pod("ns", "a", ["GPU-12345678-1234-1234-1234-abcdef000001"])])
+    assert r.watcher.poll().result == OK
+    assert memory(r.overrides) == {"0": IDLE, "1": HALF}  # devices 2..7 retracted
+    r.close()
+
+
+def test_refused_document_is_retried_not_overwritten(rig: Rig) -> None:
+    rig.overrides.write_text("owner: someone\n")
+    rig.start()
+    eventually(
+        lambda: (rig.metric("allocwatch_polls_total", result=PUBLISH_ERROR) or 0) >= 2,
+        what="refused publishes",
+    )
+    assert rig.overrides.read_text() == "owner: someone\n"
+    rig.overrides.write_text("all: {performance_state: P8}\n")
+    eventually(rig.shows({}), what="published once the document is valid")
+    assert parse_document(rig.overrides.read_text())["all"] == {"performance_state": "P8"}
+
+
+def test_500_random_changes_end_in_exactly_the_final_state(rig: Rig) -> None:
+    rng = random.Random(20261202)
+    rig.start()
+    pods: list[dict[str, object]] = []
+    for step in range(500):
+        if pods and rng.random() < 0.45:
+            pods.pop(rng.randrange(len(pods)))
+        else:
+            ids = rng.sample(A100_UUIDS, rng.choice([1, 1, 2]))
+            if rng.random() < 0.2:
+                ids = [f"{ids[0]}::{rng.randrange(4)}"]
+            pods.append(gpu_pod("ns", f"p{step}", ids))
+        rig.kubelet.set_pods(list(pods))  # type: ignore[arg-type]
+    claims = [0] * 8
+    for pod in pods:
+        for dev in pod["containers"][0]["devices"][0]["device_ids"]:  # type: ignore[index]
+            claims[A100_UUIDS.index(dev.split("::")[0])] += 1
+    final = {
+        i: {
+            "used_bytes": min(n * A100_HALF, A100_APERTURE),
+            "free_bytes": A100_APERTURE - min(n * A100_HALF, A100_APERTURE),
+        }
+        for i, n in enumerate(claims)
+        if n
+    }
+    eventually(rig.shows(final), what="the final state")
+    used = {
+        i: rig.metric("allocwatch_device_used_bytes", index=str(i), uuid=A100_UUIDS[i])
+        for i in range(8)
+    }
+    assert used == {i: final.get(i, IDLE)["used_bytes"] for i in range(8)}
+
+
+def test_retract_on_exit_leaves_no_memory_keys(rig: Rig) -> None:
+    rig.overrides.write_text("devices: {'0': {thermal: {t: 1}}}\n")
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
+    rig.start()
+    eventually(rig.shows({0: HALF}), what="published")
+    rig.close()
+    assert rig.watcher.retract(timeout=1)
+    assert parse_document(rig.overrides.read_text()) == {
+        "version": 1,
+        "devices": {"0": {"thermal": {"t": 1}}},
+    }
+
+
+def test_ready_tracks_recent_success(kubelet: FakeKubelet, driver_root: Path) -> None:
+    now = [100.0]
+    r = Rig(kubelet, driver_root, interval=1.0)
+    r.watcher.clock = lambda: now[0]
+    assert r.client.wait_ready(5)
+    assert not r.watcher.ready()[0]
+    assert r.watcher.poll().result == OK
+    assert r.watcher.ready()[0]
+    now[0] += 2.9
+    assert r.watcher.ready()[0]
+    now[0] += 0.2
+    ready, why = r.watcher.ready()
+    assert not ready and "last successful poll" in why
+    r.close()
+
+
+def test_byte_counts_are_written_as_integers(rig: Rig) -> None:
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
+    rig.start()
+    eventually(rig.shows({0: HALF}), what="published")
+    text = rig.overrides.read_text()
+    assert f"used_bytes: {A100_HALF}\n" in text and "e+" not in text and ".0" not in text
