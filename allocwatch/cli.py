@@ -186,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
 
     try:
-        if not client.wait_ready(args.dial_timeout):
+        if not client.wait_ready(args.dial_timeout, stop):
             if stop.is_set():
                 return EXIT_OK
             log.error(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
@@ -88,15 +89,27 @@ class PodResourcesClient:
             self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)
         return self._stub
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Block until the socket accepts a connection, at most `timeout` seconds."""
+    def wait_ready(self, timeout: float, stop: threading.Event | None = None) -> bool:
+        """Block until the socket accepts a connection, at most `timeout` seconds.
+
+        Returns False on timeout or when `stop` is set first.
+        """
         self._connect()
         assert self._channel is not None
+        future = grpc.channel_ready_future(self._channel)
+        deadline = time.monotonic() + timeout
         try:
-            grpc.channel_ready_future(self._channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            return False
-        return True
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (stop is not None and stop.is_set()):
+                    return False
+                try:
+                    future.result(timeout=min(remaining, 0.1))
+                    return True
+                except grpc.FutureTimeoutError:
+                    continue
+        finally:
+            future.cancel()
 
     def list_claims(self, stop: threading.Event | None = None) -> list[Claim]:
         """List the claims now. Raises ListError; `stop` cancels the call early."""

@@ -1,0 +1,245 @@
+"""The `allocwatch` command end to end, as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from allocwatch.overrides import parse_document
+from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
+from tests.support.fakekubelet import REPO_ROOT, FakeKubelet, gpu_pod
+from tests.test_watch import eventually, memory
+
+CMD = [sys.executable, "-m", "allocwatch"]
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 30):
+    return subprocess.run(
+        [*CMD, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_version() -> None:
+    out = run("--version")
+    assert out.returncode == 0 and re.fullmatch(r"allocwatch \d+\.\d+\.\d+\S*\n", out.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--used-fraction", "nan"], "--used-fraction"),
+        (["--used-fraction", "0"], "--used-fraction"),
+        (["--used-fraction", "1.5"], "--used-fraction"),
+        (["--used-fraction", "inf"], "--used-fraction"),
+        (["--interval", "2x"], "--interval"),
+        (["--interval", "0s"], "--interval"),
+        (["--dial-timeout", "-1s"], "--dial-timeout"),
+        (["--metrics-address", "nonsense"], "--metrics-address"),
+        (["--log-format", "xml"], "--log-format"),
+        (["--resource-name", "gpu"], "--resource-name"),
+        (["--socket", ""], "--socket"),
+        (["--no-such-flag"], "unrecognized"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(args: list[str], needle: str) -> None:
+    out = run(*args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+
+
+def test_unreachable_socket_exits_1_after_dial_timeout(short_tmp: Path, driver_root: Path) -> None:
+    started = time.monotonic()
+    out = run(
+        "--socket",
+        str(short_tmp / "absent.sock"),
+        "--driver-root",
+        str(driver_root),
+        "--dial-timeout",
+        "300ms",
+        "--metrics-address",
+        "",
+    )
+    assert out.returncode == 1
+    assert "--socket" in out.stderr and "not reachable within 300ms" in out.stderr
+    assert time.monotonic() - started < 10
+
+
+def test_once_publishes_and_exits_0(kubelet: FakeKubelet, driver_root: Path) -> None:
+    kubelet.set_pods([gpu_pod("ml", "trainer", [A100_UUIDS[1] + "::0"])])
+    out = run("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    assert out.returncode == 0, out.stderr
+    mem = memory(driver_root / "config" / "overrides.yaml")
+    assert mem["1"] == {"used_bytes": A100_HALF, "free_bytes": A100_APERTURE - A100_HALF}
+    assert mem["0"] == {"used_bytes": 0, "free_bytes": A100_APERTURE}
+    assert "device 1 (" in out.stderr  # one line per change
+
+
+def test_once_with_env_fallbacks_and_fraction(
+    kubelet: FakeKubelet, driver_root: Path, tmp_path: Path
+) -> None:
+    kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[0]])])
+    target = driver_root / "config" / "elsewhere.yaml"
+    out = run(
+        "--once",
+        "--used-fraction",
+        "0.25",
+        env={
+            "MOCK_NVML_PODRESOURCES_SOCKET": kubelet.socket_path,
+            "MOCK_NVML_CONFIG": str(driver_root / "config" / "config.yaml"),
+            "MOCK_NVML_OVERRIDES": str(target),
+        },
+    )
+    assert out.returncode == 0, out.stderr
+    assert memory(target)["0"]["used_bytes"] == 10584588288
+
+
+def test_once_fails_with_1_when_list_fails(kubelet: FakeKubelet, driver_root: Path) -> None:
+    kubelet.set_failure("UNAVAILABLE")
+    out = run("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    assert out.returncode == 1
+    assert "UNAVAILABLE" in out.stderr
+    assert not (driver_root / "config" / "overrides.yaml").exists()
+
+
+def test_once_fails_with_1_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None:
+    out = run("--once", "--socket", kubelet.socket_path, "--driver-root", str(tmp_path / "none"))
+    assert out.returncode == 1
+    assert "missing" in out.stderr and str(tmp_path / "none") in out.stderr
+    assert not (tmp_path / "none").exists()
+
+
+class Running:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [*CMD, "--metrics-address", "127.0.0.1:0", "--interval", "50ms", *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        assert self.proc.stderr is not None
+        self.port = 0
+        self.log: list[str] = []
+        for line in self.proc.stderr:
+            self.log.append(line)
+            m = re.search(r"on port (\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+                break
+        assert self.port, "".join(self.log)
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def terminate(self) -> tuple[int, float, str]:
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=10)
+        assert self.proc.stderr is not None
+        return code, time.monotonic() - started, "".join(self.log) + self.proc.stderr.read()
+
+
+def test_loop_sigterm_exits_0_quickly_and_removes_readings(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    target = driver_root / "config" / "overrides.yaml"
+    target.write_text("devices: {'2': {thermal: {temperature_gpu_c: 85}}}\n")
+    kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[2]])])
+    w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    eventually(
+        lambda: memory(target).get("2", {}).get("used_bytes") == A100_HALF,
+        what="the claim published",
+    )
+    eventually(lambda: w.get("/readyz")[0] == 200, what="ready")
+    assert w.get("/healthz") == (200, "ok\n")
+    status, body = w.get("/metrics")
+    assert status == 200
+    assert (
+        f'allocwatch_device_used_bytes{{index="2",uuid="{A100_UUIDS[2]}"}} 2.1169176576e+10' in body
+    )
+    assert 'allocwatch_polls_total{result="ok"}' in body
+    assert "allocwatch_poll_duration_seconds_bucket" in body
+    code, took, log = w.terminate()
+    assert code == 0
+    assert took < 1.0, f"shutdown took {took:.2f}s"
+    assert parse_document(target.read_text()) == {
+        "version": 1,
+        "devices": {"2": {"thermal": {"temperature_gpu_c": 85}}},
+    }
+    assert "removed memory readings" in log
+
+
+def test_keep_readings_on_exit(kubelet: FakeKubelet, driver_root: Path) -> None:
+    target = driver_root / "config" / "overrides.yaml"
+    w = Running(
+        "--socket",
+        kubelet.socket_path,
+        "--driver-root",
+        str(driver_root),
+        "--keep-readings-on-exit",
+        "--log-format",
+        "json",
+    )
+    eventually(target.exists, what="published")
+    code, _, log = w.terminate()
+    assert code == 0
+    assert len(memory(target)) == 8
+    assert '"level": "info"' in log
+
+
+def test_not_ready_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None:
+    w = Running("--socket", kubelet.socket_path, "--driver-root", str(tmp_path / "absent"))
+    eventually(lambda: "missing" in w.get("/readyz")[1], what="a reason")
+    assert w.get("/readyz")[0] == 503
+    assert w.get("/healthz")[0] == 200
+    code, _, log = w.terminate()
+    assert code == 0
+    assert log.count("is missing") == 1  # logged once, not once per poll
+
+
+def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            *CMD,
+            "--socket",
+            str(short_tmp / "never.sock"),
+            "--driver-root",
+            str(driver_root),
+            "--metrics-address",
+            "",
+            "--dial-timeout",
+            "30s",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    eventually(lambda: catches_sigterm(proc.pid), what="the SIGTERM handler")
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=5) == 0
+    assert time.monotonic() - started < 1.0
+
+
+def catches_sigterm(pid: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    return False
