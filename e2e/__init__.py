@@ -1,0 +1,1 @@
+"""End-to-end tests of allocwatch on a real cluster (run with `pytest e2e --provider=...`)."""
