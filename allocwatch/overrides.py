@@ -22,7 +22,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,35 @@ def remove_readings(doc: Mapping[str, Any], indices: Iterable[int]) -> Document:
     return out
 
 
+def holds_readings(
+    doc: Mapping[str, Any], readings: Mapping[int, MemoryReading], absent: Iterable[int]
+) -> bool:
+    """True when `doc` already shows `readings` and none of our keys for `absent` (pure).
+
+    The cheap check behind write-only-on-change: equivalent to comparing the
+    merged document with `doc`, without copying it.
+    """
+    devices = doc.get("devices")
+    devices = devices if isinstance(devices, dict) else {}
+    if readings and not isinstance(doc.get("version"), int):
+        return False
+    for index, reading in readings.items():
+        bucket = devices.get(str(index))
+        memory = bucket.get("memory") if isinstance(bucket, dict) else None
+        if not isinstance(memory, dict):
+            return False
+        for key, value in (("used_bytes", reading.used_bytes), ("free_bytes", reading.free_bytes)):
+            current = memory.get(key)
+            if type(current) is not int or current != value:
+                return False
+    for index in absent:
+        bucket = devices.get(str(index))
+        memory = bucket.get("memory") if isinstance(bucket, dict) else None
+        if isinstance(memory, dict) and any(k in memory for k in MEMORY_KEYS):
+            return False
+    return True
+
+
 def read_document(path: Path) -> Document | None:
     """The parsed document, or None when the file does not exist."""
     try:
@@ -239,9 +268,12 @@ class PublishResult:
 class OverridesPublisher:
     """Publishes readings into one override file, writing only on change.
 
-    Idle polls cost one stat(): the parsed file is cached by its identity, and
-    the lock is taken only when a write is needed (the file is replaced by
-    rename, so an unlocked read always sees a whole document).
+    An idle poll reads the (small) file and compares bytes with the last
+    parse; it parses only when they differ, and takes the lock only when a
+    write is needed: the file is only ever replaced by rename, so an unlocked
+    read always sees a whole document. Comparing content, not stat identity,
+    matters because two same-size rewrites within one timestamp tick can reuse
+    an inode number and look unchanged.
     """
 
     def __init__(self, path: Path, lock_timeout: float = 5.0) -> None:
@@ -249,23 +281,25 @@ class OverridesPublisher:
         self.lock_path = Path(str(self.path) + ".lock")
         self.lock_timeout = lock_timeout
         self.writes = 0
-        self._cache_identity: tuple[int, int, int, int] | None = None
+        self._cache_text: str | None = None
         self._cache_doc: Document | None = None
 
-    def _identity(self) -> tuple[int, int, int, int] | None:
+    def _current(self) -> tuple[Document | None, int | None]:
+        """The document on disk (None when absent) and its mtime in ns."""
         try:
-            st = os.stat(self.path)
+            with open(self.path, "rb") as f:
+                mtime_ns = os.fstat(f.fileno()).st_mtime_ns
+                raw = f.read()
         except FileNotFoundError:
-            return None
-        return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
-    def _current(self) -> tuple[Document | None, tuple[int, int, int, int] | None]:
-        identity = self._identity()
-        if identity is not None and identity == self._cache_identity:
-            return self._cache_doc, identity
-        doc = read_document(self.path)
-        self._cache_identity, self._cache_doc = identity, doc
-        return doc, identity
+            return None, None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(f"not UTF-8 text: {exc}") from exc
+        if text != self._cache_text:
+            self._cache_doc = parse_document(text)
+            self._cache_text = text
+        return self._cache_doc, mtime_ns
 
     def publish(
         self,
@@ -275,50 +309,60 @@ class OverridesPublisher:
     ) -> PublishResult:
         """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
         gone = [i for i in remove if i not in readings]
-        return self._update(lambda doc: remove_readings(merge_readings(doc, readings), gone), stop)
+        return self._update(
+            lambda doc: remove_readings(merge_readings(doc, readings), gone),
+            lambda doc: holds_readings(doc, readings, gone),
+            stop,
+        )
 
     def retract(self, indices: Iterable[int], stop: threading.Event | None = None) -> PublishResult:
         wanted = list(indices)
-        return self._update(lambda doc: remove_readings(doc, wanted), stop, create=False)
+        return self._update(
+            lambda doc: remove_readings(doc, wanted),
+            lambda doc: holds_readings(doc, {}, wanted),
+            stop,
+            create=False,
+        )
 
     def _update(
         self,
-        change: Any,
+        change: Callable[[Document], Document],
+        satisfied: Callable[[Document], bool],
         stop: threading.Event | None,
         create: bool = True,
     ) -> PublishResult:
+        # Fast path without the lock: the file is only ever replaced by rename.
         try:
             doc, _ = self._current()
         except DocumentError as exc:
             raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
-        if doc is not None and change(doc) == doc:
-            return PublishResult(wrote=False)
         if doc is None and not create:
+            return PublishResult(wrote=False)
+        if doc is not None and satisfied(doc):
             return PublishResult(wrote=False)
         if not self.path.parent.is_dir():
             # Never create nvml-mock's directories (it may be uninstalled).
             raise PublishError(f"write {self.path}: directory {self.path.parent} does not exist")
         with self._locked(stop):
             try:
-                doc, identity = self._current()
+                doc, mtime_ns = self._current()
             except DocumentError as exc:
                 raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
             if doc is None and not create:
                 return PublishResult(wrote=False)
-            base = doc if doc is not None else {}
-            merged = change(base)
-            if doc is not None and merged == doc:
+            if doc is not None and satisfied(doc):
                 return PublishResult(wrote=False)
+            merged = change(doc if doc is not None else {})
             try:
                 write_atomic(
                     self.path,
                     render_document(merged),
-                    previous_mtime_ns=identity[2] if identity else None,
+                    previous_mtime_ns=mtime_ns,
                 )
             except OSError as exc:
                 raise PublishError(f"write {self.path}: {exc}") from exc
             self.writes += 1
-            self._cache_identity, self._cache_doc = self._identity(), merged
+            self._cache_text, self._cache_doc = None, None
             return PublishResult(wrote=True)
 
     def _locked(self, stop: threading.Event | None) -> filelock.BaseFileLock:

@@ -64,20 +64,21 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
         self.calls_path = calls_path
         self.calls = 0
         self._lock = threading.Lock()
-        self._identity: tuple[int, int, int] | None = None
+        self._raw: bytes | None = None
         self._state: dict[str, Any] = {}
         self._response = api_pb2.ListPodResourcesResponse()
 
     def _load(self) -> dict[str, Any]:
+        # Compare content, not stat: rapid same-size rewrites can reuse an
+        # inode within one timestamp tick and look unchanged.
         try:
-            st = os.stat(self.state_path)
+            raw = self.state_path.read_bytes()
         except FileNotFoundError:
             return self._state
-        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if identity != self._identity:
-            self._state = json.loads(self.state_path.read_text())
+        if raw != self._raw:
+            self._state = json.loads(raw)
             self._response = build_response(self._state.get("pods", []))
-            self._identity = identity
+            self._raw = raw
         return self._state
 
     def List(self, request: Any, context: grpc.ServicerContext) -> Any:

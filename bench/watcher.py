@@ -1,0 +1,223 @@
+"""Benchmark the allocwatch CLI against a fake kubelet (`make bench`).
+
+For each interval: 110 pods on 8 GPUs, 100 scripted allocation changes, and an
+idle window. Reports change→file latency (p50/p95), CPU per poll, peak RSS and
+file writes per minute idle and busy, as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from allocwatch.overrides import parse_document
+from allocwatch.profile import load_devices
+from allocwatch.reconcile import reading_for
+from tests.support.fakekubelet import FakeKubelet, gpu_pod
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILE = REPO / "tests" / "data" / "a100.yaml"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Result:
+    interval: str
+    p50_ms: float
+    p95_ms: float
+    cpu_ms_per_poll: float
+    rss_mib: float
+    idle_writes_per_min: float
+    busy_writes_per_min: float
+
+
+def background_pods(n: int) -> list[dict[str, Any]]:
+    """Pods that hold no GPU: the List payload a busy node carries anyway."""
+    return [
+        gpu_pod("default", f"web-{i}", [f"nic-{i}"], resource="example.com/nic") for i in range(n)
+    ]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def peak_rss_mib(pid: int) -> float:
+    m = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    assert m
+    return int(m.group(1)) / 1024
+
+
+def scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("allocwatch_polls_total") or line.startswith("allocwatch_writes_total"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def polls(m: dict[str, float]) -> float:
+    return sum(v for k, v in m.items() if k.startswith("allocwatch_polls_total"))
+
+
+def used(path: Path) -> dict[str, int]:
+    try:
+        doc = parse_document(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {k: v.get("memory", {}).get("used_bytes") for k, v in doc.get("devices", {}).items()}
+
+
+def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Result:
+    tmp = Path(tempfile.mkdtemp(prefix="awb-", dir="/tmp"))
+    try:
+        config = tmp / "driver" / "config"
+        config.mkdir(parents=True)
+        shutil.copy(PROFILE, config / "config.yaml")
+        target = config / "overrides.yaml"
+        devices = load_devices(PROFILE)
+        rng = random.Random(seed)
+        with FakeKubelet(tmp / "k.sock") as kubelet:
+            base = background_pods(110 - 16)
+            # 16 GPU pods: two time-slicing replicas per GPU
+            gpu_pods = [
+                gpu_pod("ml", f"train-{g}-{r}", [f"{devices[g].uuid}::{r}"])
+                for g in range(8)
+                for r in range(2)
+            ]
+            active = [True] * 16
+            kubelet.set_pods(base + gpu_pods)
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "allocwatch",
+                    "--socket",
+                    kubelet.socket_path,
+                    "--driver-root",
+                    str(tmp / "driver"),
+                    "--interval",
+                    interval,
+                    "--metrics-address",
+                    "127.0.0.1:0",
+                ],
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+            )
+            assert proc.stderr is not None
+            port = 0
+            for line in proc.stderr:
+                m = re.search(r"on port (\d+)", line)
+                if m:
+                    port = int(m.group(1))
+                    break
+            deadline = time.monotonic() + 10
+            while not target.exists():
+                assert time.monotonic() < deadline, "no first publish"
+                time.sleep(0.005)
+
+            def expected() -> dict[str, int]:
+                counts = [0] * 8
+                for i, on in enumerate(active):
+                    counts[i // 2] += on
+                return {
+                    str(d.index): reading_for(d, counts[d.index], 0.5).used_bytes for d in devices
+                }
+
+            # idle window
+            m0, c0 = scrape(port), cpu_seconds(proc.pid)
+            time.sleep(idle_s)
+            m1, c1 = scrape(port), cpu_seconds(proc.pid)
+            idle_polls = polls(m1) - polls(m0)
+            idle_writes = m1["allocwatch_writes_total"] - m0["allocwatch_writes_total"]
+
+            # busy: scripted changes, each at a random phase of the poll cycle
+            seconds = float(re.sub(r"[a-z]+$", "", interval)) * (
+                1e-3 if interval.endswith("ms") else 1
+            )
+            latencies = []
+            b0, busy_start = scrape(port), time.monotonic()
+            for _ in range(changes):
+                time.sleep(rng.uniform(0, seconds))
+                i = rng.randrange(16)
+                active[i] = not active[i]
+                kubelet.set_pods(base + [p for p, on in zip(gpu_pods, active, strict=True) if on])
+                t0 = time.monotonic()
+                want = expected()
+                while used(target) != want:
+                    if time.monotonic() - t0 > 10 * seconds + 5:
+                        raise RuntimeError("change never reached the file")
+                    time.sleep(0.001)
+                latencies.append(time.monotonic() - t0)
+            b1, busy_s = scrape(port), time.monotonic() - busy_start
+            c2 = cpu_seconds(proc.pid)
+            busy_polls = polls(b1) - polls(b0)
+            busy_writes = b1["allocwatch_writes_total"] - b0["allocwatch_writes_total"]
+            rss = peak_rss_mib(proc.pid)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=10)
+        q = statistics.quantiles(latencies, n=100)
+        return Result(
+            interval=interval,
+            p50_ms=statistics.median(latencies) * 1e3,
+            p95_ms=q[94] * 1e3,
+            cpu_ms_per_poll=((c1 - c0) + (c2 - c1)) / max(1, idle_polls + busy_polls) * 1e3,
+            rss_mib=rss,
+            idle_writes_per_min=idle_writes / idle_s * 60,
+            busy_writes_per_min=busy_writes / busy_s * 60,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--intervals", default="250ms,1s,2s")
+    parser.add_argument("--changes", type=int, default=100)
+    parser.add_argument("--idle", type=float, default=20.0, help="idle window, seconds")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    print(
+        f"allocwatch benchmark: 110 pods, 8 GPUs, {args.changes} changes, "
+        f"{args.idle:g}s idle; CPU {os.cpu_count()} cores",
+        flush=True,
+    )
+    rows = []
+    for interval in args.intervals.split(","):
+        r = run_interval(interval, args.changes, args.idle, args.seed)
+        rows.append(r)
+        print(f"  {interval}: done", file=sys.stderr, flush=True)
+    print()
+    print(
+        "| interval | latency p50 | latency p95 | CPU per poll | peak RSS "
+        "| writes/min idle | writes/min busy |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r.interval} | {r.p50_ms:.0f} ms | {r.p95_ms:.0f} ms "
+            f"| {r.cpu_ms_per_poll:.2f} ms | {r.rss_mib:.1f} MiB "
+            f"| {r.idle_writes_per_min:.0f} | {r.busy_writes_per_min:.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
