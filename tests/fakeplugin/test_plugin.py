@@ -125,3 +125,14 @@ def test_waits_for_the_profile(
     profile.write_text((Path(__file__).parents[2] / "e2e/profiles/four-gpus.yaml").read_text())
     reg = kubelet.wait_for_registrations(1)
     assert [d for d, _ in reg.devices or []] == UUIDS
+
+
+def test_restarts_its_server_when_its_socket_is_deleted(
+    kubelet: FakeKubelet, start_plugin: StartPlugin, plugin_dir: Path
+) -> None:
+    start_plugin()
+    kubelet.wait_for_registrations(1)
+    (plugin_dir / SOCKET).unlink()
+    second = kubelet.wait_for_registrations(2)
+    assert second.devices == [(u, "Healthy") for u in UUIDS]
+    assert (plugin_dir / SOCKET).is_socket()
