@@ -326,3 +326,22 @@ def test_byte_counts_are_written_as_integers(rig: Rig) -> None:
     eventually(rig.shows({0: HALF}), what="published")
     text = rig.overrides.read_text()
     assert f"used_bytes: {A100_HALF}\n" in text and "e+" not in text and ".0" not in text
+
+
+def test_missing_socket_is_reported_by_the_dial(short_tmp: Path) -> None:
+    client = PodResourcesClient(str(short_tmp / "absent.sock"))
+    started = time.monotonic()
+    assert not client.wait_ready(2)
+    assert 1.5 < time.monotonic() - started < 5
+    client.close()
+
+
+def test_fast_interval_polls_repeatedly_and_stops_cleanly(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    kubelet.set_pods([gpu_pod("ml", "a", [A100_UUIDS[0]])])
+    r = Rig(kubelet, driver_root, interval=0.005)
+    r.start()
+    eventually(lambda: kubelet.list_calls() > 1, what="more than one List")
+    r.close()  # asserts the loop thread returned
+    assert memory(r.overrides)["0"] == HALF
