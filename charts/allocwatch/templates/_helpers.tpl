@@ -1,0 +1,81 @@
+{{/* Chart name. */}}
+{{- define "allocwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: release-chart, or the release name when it holds the chart name. */}}
+{{- define "allocwatch.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "allocwatch.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "allocwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "allocwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "allocwatch.labels" -}}
+helm.sh/chart: {{ include "allocwatch.chart" . }}
+{{ include "allocwatch.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: allocation-watcher
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* repository[:tag][@digest]; the tag defaults to appVersion. */}}
+{{- define "allocwatch.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion | toString }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* The metrics Service exists when asked for, or when a ServiceMonitor needs it. */}}
+{{- define "allocwatch.serviceEnabled" -}}
+{{- if and .Values.metrics.enabled (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}true{{ end }}
+{{- end }}
+
+{{/* Checks that values.schema.json cannot express. */}}
+{{- define "allocwatch.validate" -}}
+{{- if and (not .Values.metrics.enabled) (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}
+{{- fail "metrics.service.enabled and metrics.serviceMonitor.enabled need metrics.enabled=true" }}
+{{- end }}
+{{- end }}
+
+{{/* The watcher's command line, built from values. */}}
+{{- define "allocwatch.args" -}}
+- {{ printf "--socket=%s" .Values.podResourcesSocket | quote }}
+- {{ printf "--driver-root=%s/driver" .Values.nvmlMockRoot | quote }}
+- {{ printf "--interval=%v" .Values.interval | quote }}
+- {{ printf "--used-fraction=%v" .Values.usedFractionPerClaim | quote }}
+{{- range .Values.resourceNames }}
+- {{ printf "--resource-name=%s" . | quote }}
+{{- end }}
+{{- if .Values.metrics.enabled }}
+- {{ printf "--metrics-address=:%v" .Values.metrics.port | quote }}
+{{- else }}
+- "--metrics-address="
+{{- end }}
+- {{ printf "--log-format=%s" .Values.logFormat | quote }}
+- {{ printf "--log-level=%s" .Values.logLevel | quote }}
+{{- if .Values.keepReadingsOnExit }}
+- "--keep-readings-on-exit"
+{{- end }}
+{{- range .Values.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
