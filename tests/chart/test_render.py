@@ -1,0 +1,365 @@
+"""What `helm template` renders for the chart, value set by value set."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+import yaml
+
+from allocwatch.cli import build_parser
+from tests.chart.helmtool import CHART, NAMESPACE, RELEASE, REPO_ROOT, Helm, container, only
+
+RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount"}
+DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+K0S_SOCKET = "/var/lib/k0s/kubelet/pod-resources/kubelet.sock"
+
+
+def pod_spec(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = only(objects, "DaemonSet")["spec"]["template"]["spec"]
+    return spec
+
+
+def volume(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    found = [v for v in pod_spec(objects)["volumes"] if v["name"] == name]
+    assert len(found) == 1, pod_spec(objects)["volumes"]
+    return found[0]
+
+
+def mount(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    found = [m for m in container(objects)["volumeMounts"] if m["name"] == name]
+    assert len(found) == 1, container(objects)["volumeMounts"]
+    return found[0]
+
+
+def test_chart_versions_follow_the_package() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert chart["apiVersion"] == "v2"
+    assert chart["appVersion"] == project["version"]
+    assert chart["version"] == project["version"]
+    assert chart["kubeVersion"].startswith(">=")
+
+
+def test_defaults_render_one_daemonset_only(helm: Helm) -> None:
+    objects = helm.render()
+    assert [o["kind"] for o in objects] == ["DaemonSet"]
+    ds = objects[0]
+    assert ds["metadata"]["name"] == f"{RELEASE}-allocwatch"
+    assert ds["metadata"]["namespace"] == NAMESPACE
+
+
+def test_default_args(helm: Helm) -> None:
+    assert container(helm.render())["args"] == [
+        f"--socket={DEFAULT_SOCKET}",
+        "--driver-root=/var/lib/nvml-mock/driver",
+        "--interval=500ms",
+        "--used-fraction=0.5",
+        "--resource-name=nvidia.com/gpu",
+        "--resource-name=nvidia.com/gpu.shared",
+        "--metrics-address=:9477",
+        "--log-format=text",
+        "--log-level=info",
+    ]
+
+
+def test_container_runs_the_watcher_from_the_image(helm: Helm) -> None:
+    c = container(helm.render())
+    assert c["image"] == "localhost/allocwatch:0.1.0"
+    assert c["imagePullPolicy"] == "IfNotPresent"
+    assert "command" not in c, "the image's ENTRYPOINT is allocwatch"
+    assert {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"} in c["env"]
+
+
+def test_default_mounts(helm: Helm) -> None:
+    objects = helm.render()
+    assert mount(objects, "host-pod-resources") == {
+        "name": "host-pod-resources",
+        "mountPath": "/var/lib/kubelet/pod-resources",
+        "readOnly": True,
+    }
+    assert volume(objects, "host-pod-resources")["hostPath"] == {
+        "path": "/var/lib/kubelet/pod-resources",
+        "type": "Directory",
+    }
+    root = mount(objects, "host-nvml-mock")
+    assert root["mountPath"] == "/var/lib/nvml-mock"
+    assert not root.get("readOnly", False), "the watcher writes overrides.yaml"
+    assert volume(objects, "host-nvml-mock")["hostPath"] == {
+        "path": "/var/lib/nvml-mock",
+        "type": "DirectoryOrCreate",
+    }
+    assert len(pod_spec(objects)["volumes"]) == 2
+
+
+def test_custom_socket_path_moves_arg_mount_and_volume(helm: Helm) -> None:
+    objects = helm.render({"podResourcesSocket": K0S_SOCKET})
+    assert f"--socket={K0S_SOCKET}" in container(objects)["args"]
+    assert mount(objects, "host-pod-resources")["mountPath"] == "/var/lib/k0s/kubelet/pod-resources"
+    assert volume(objects, "host-pod-resources")["hostPath"] == {
+        "path": "/var/lib/k0s/kubelet/pod-resources",
+        "type": "Directory",
+    }
+
+
+def test_upstream_style_values_map_to_args(helm: Helm) -> None:
+    args = container(helm.render({"interval": "2s", "usedFractionPerClaim": 0.25}))["args"]
+    assert "--interval=2s" in args
+    assert "--used-fraction=0.25" in args
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("usedFractionPerClaim=0.25", "--used-fraction=0.25"),
+        ("usedFractionPerClaim=1", "--used-fraction=1"),
+        ("interval=2", "--interval=2"),
+        ("interval=1m30s", "--interval=1m30s"),
+    ],
+)
+def test_set_on_the_command_line(helm: Helm, flag: str, expected: str) -> None:
+    """--set yields strings for floats and ints for whole numbers; both must work."""
+    assert expected in container(helm.render(None, "--set", flag))["args"]
+
+
+def test_custom_root_resources_and_flags(helm: Helm) -> None:
+    objects = helm.render(
+        {
+            "nvmlMockRoot": "/opt/nvml-mock",
+            "resourceNames": ["example.com/gpu"],
+            "logFormat": "json",
+            "logLevel": "debug",
+            "keepReadingsOnExit": True,
+            "extraArgs": ["--dial-timeout=30s"],
+            "extraEnv": [{"name": "TZ", "value": "UTC"}],
+        }
+    )
+    c = container(objects)
+    assert c["args"] == [
+        f"--socket={DEFAULT_SOCKET}",
+        "--driver-root=/opt/nvml-mock/driver",
+        "--interval=500ms",
+        "--used-fraction=0.5",
+        "--resource-name=example.com/gpu",
+        "--metrics-address=:9477",
+        "--log-format=json",
+        "--log-level=debug",
+        "--keep-readings-on-exit",
+        "--dial-timeout=30s",
+    ]
+    assert {"name": "TZ", "value": "UTC"} in c["env"]
+    assert mount(objects, "host-nvml-mock")["mountPath"] == "/opt/nvml-mock"
+    assert volume(objects, "host-nvml-mock")["hostPath"]["path"] == "/opt/nvml-mock"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"podResourcesSocket": K0S_SOCKET, "interval": "1m30s", "usedFractionPerClaim": 1},
+        {"metrics": {"enabled": False}, "logFormat": "json", "keepReadingsOnExit": True},
+        {"extraArgs": ["--dial-timeout=30s", "--log-level=warning"]},
+    ],
+    ids=["defaults", "k0s", "no-metrics", "extra-args"],
+)
+def test_rendered_args_parse_with_the_watcher_cli(helm: Helm, values: dict[str, Any]) -> None:
+    """The chart and the CLI agree: the real parser accepts every rendered command line."""
+    args = container(helm.render(values))["args"]
+    parsed = build_parser().parse_args(args)
+    assert parsed.socket == values.get("podResourcesSocket", DEFAULT_SOCKET)
+    assert parsed.driver_root == "/var/lib/nvml-mock/driver"
+
+
+def test_security_context(helm: Helm) -> None:
+    objects = helm.render()
+    spec = pod_spec(objects)
+    assert spec["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in spec
+    assert spec.get("hostNetwork", False) is False
+    assert spec.get("hostPID", False) is False
+    pod_sc = spec["securityContext"]
+    assert pod_sc["runAsUser"] == 0
+    assert pod_sc["runAsNonRoot"] is False
+    assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container(objects)["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc.get("privileged", False) is False
+    assert 2 <= spec["terminationGracePeriodSeconds"] <= 30
+
+
+def test_probes_on_the_named_metrics_port(helm: Helm) -> None:
+    c = container(helm.render())
+    assert c["ports"] == [{"name": "metrics", "containerPort": 9477, "protocol": "TCP"}]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+
+
+def test_metrics_port_value_moves_port_and_address(helm: Helm) -> None:
+    c = container(helm.render({"metrics": {"port": 9500}}))
+    assert c["ports"][0]["containerPort"] == 9500
+    assert "--metrics-address=:9500" in c["args"]
+
+
+def test_metrics_disabled_drops_port_and_probes(helm: Helm) -> None:
+    c = container(helm.render({"metrics": {"enabled": False}}))
+    assert "--metrics-address=" in c["args"]
+    for key in ("ports", "readinessProbe", "livenessProbe", "startupProbe"):
+        assert key not in c
+
+
+def test_resources_leave_headroom_over_measured_rss(helm: Helm) -> None:
+    resources = container(helm.render())["resources"]
+    assert resources["requests"] == {"cpu": "10m", "memory": "48Mi"}
+    assert resources["limits"] == {"cpu": "100m", "memory": "128Mi"}
+
+
+def test_scheduling_defaults_land_on_nvml_mock_nodes(helm: Helm) -> None:
+    objects = helm.render()
+    spec = pod_spec(objects)
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert spec["tolerations"] == [{"operator": "Exists"}]
+    assert "priorityClassName" not in spec
+    assert only(objects, "DaemonSet")["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": "25%"},
+    }
+
+
+def test_scheduling_and_pod_metadata_values(helm: Helm) -> None:
+    objects = helm.render(
+        {
+            "priorityClassName": "system-node-critical",
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "tolerations": [],
+            "updateStrategy": {"type": "OnDelete"},
+            "podAnnotations": {"example.com/a": "1"},
+            "podLabels": {"team": "gpu"},
+            "imagePullSecrets": [{"name": "regcred"}],
+        }
+    )
+    ds = only(objects, "DaemonSet")
+    spec = pod_spec(objects)
+    assert spec["priorityClassName"] == "system-node-critical"
+    # Helm merges maps with the defaults; null removes a default key.
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "nvidia.com/gpu.present": "true"}
+    assert "tolerations" not in spec
+    assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    meta = ds["spec"]["template"]["metadata"]
+    assert meta["annotations"] == {"example.com/a": "1"}
+    assert meta["labels"]["team"] == "gpu"
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_default_node_selector_can_be_removed(helm: Helm) -> None:
+    spec = pod_spec(helm.render({"nodeSelector": {"nvidia.com/gpu.present": None}}))
+    assert "nodeSelector" not in spec
+
+
+def test_image_tag_and_digest(helm: Helm) -> None:
+    digest = "sha256:" + "a" * 64
+    assert container(helm.render({"image": {"tag": "dev"}}))["image"] == "localhost/allocwatch:dev"
+    c = container(
+        helm.render(
+            {
+                "image": {
+                    "repository": "registry.example/aw",
+                    "digest": digest,
+                    "pullPolicy": "Always",
+                }
+            }
+        )
+    )
+    assert c["image"] == f"registry.example/aw:0.1.0@{digest}"
+    assert c["imagePullPolicy"] == "Always"
+
+
+def test_standard_labels_everywhere(helm: Helm) -> None:
+    objects = helm.render({"metrics": {"serviceMonitor": {"enabled": True}}})
+    assert {o["kind"] for o in objects} == {"DaemonSet", "Service", "ServiceMonitor"}
+    expected = {
+        "app.kubernetes.io/name": "allocwatch",
+        "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/version": "0.1.0",
+        "app.kubernetes.io/managed-by": "Helm",
+        "app.kubernetes.io/component": "allocation-watcher",
+        "helm.sh/chart": "allocwatch-0.1.0",
+    }
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert expected.items() <= labels.items(), (obj["kind"], labels)
+    ds = only(objects, "DaemonSet")
+    selector = ds["spec"]["selector"]["matchLabels"]
+    assert selector == {
+        "app.kubernetes.io/name": "allocwatch",
+        "app.kubernetes.io/instance": RELEASE,
+    }
+    assert selector.items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"metrics": {"service": {"enabled": True}, "serviceMonitor": {"enabled": True}}},
+        {"priorityClassName": "system-node-critical", "imagePullSecrets": [{"name": "r"}]},
+    ],
+    ids=["defaults", "metrics-on", "extras"],
+)
+def test_no_rbac_and_no_service_account(helm: Helm, values: dict[str, Any]) -> None:
+    objects = helm.render(values)
+    assert not {o["kind"] for o in objects} & RBAC_KINDS
+    assert pod_spec(objects)["automountServiceAccountToken"] is False
+
+
+def test_metrics_service(helm: Helm) -> None:
+    objects = helm.render({"metrics": {"service": {"enabled": True, "annotations": {"a": "b"}}}})
+    assert [o["kind"] for o in objects] == ["Service", "DaemonSet"]
+    svc = only(objects, "Service")
+    assert svc["metadata"]["annotations"] == {"a": "b"}
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["ports"] == [
+        {"name": "metrics", "port": 9477, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    assert svc["spec"]["selector"] == only(objects, "DaemonSet")["spec"]["selector"]["matchLabels"]
+
+
+def test_service_monitor_brings_its_service(helm: Helm) -> None:
+    objects = helm.render(
+        {
+            "metrics": {
+                "serviceMonitor": {
+                    "enabled": True,
+                    "labels": {"release": "prom"},
+                    "interval": "15s",
+                }
+            }
+        }
+    )
+    svc = only(objects, "Service")
+    sm = only(objects, "ServiceMonitor")
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["metadata"]["labels"]["release"] == "prom"
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}
+    ]
+
+
+def test_service_without_metrics_fails_clearly(helm: Helm) -> None:
+    result = helm.template({"metrics": {"enabled": False, "service": {"enabled": True}}})
+    assert result.returncode != 0
+    assert "need metrics.enabled=true" in result.stderr
+
+
+def test_notes_explain_how_to_verify_and_warn_about_the_sidecar(helm: Helm) -> None:
+    result = helm.run("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE)
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "allocationWatcher.enabled=false" in notes
+    assert "exec $POD -- cat /var/lib/nvml-mock/driver/config/overrides.yaml" in notes
+    assert "/metrics" in notes
