@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -18,7 +19,12 @@ from allocwatch.durations import format_duration, parse_duration
 from allocwatch.logs import LEVELS, configure
 from allocwatch.metrics import HealthServer, Metrics, parse_address
 from allocwatch.overrides import OverridesPublisher
-from allocwatch.podresources import DEFAULT_RESOURCE_NAMES, DEFAULT_SOCKET, PodResourcesClient
+from allocwatch.podresources import (
+    DEFAULT_RESOURCE_NAMES,
+    DEFAULT_SOCKET,
+    Interrupted,
+    PodResourcesClient,
+)
 from allocwatch.profile import ProfileSource
 from allocwatch.watch import OK, Watcher
 
@@ -159,13 +165,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
 
+    client = PodResourcesClient(args.socket, resource_names, call_timeout=LIST_TIMEOUT)
+
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.set()
+        if client.in_call:  # only then: never interrupt a write
+            raise Interrupted
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-
-    client = PodResourcesClient(args.socket, resource_names, call_timeout=LIST_TIMEOUT)
     metrics = Metrics()
     watcher = Watcher(
         client,
@@ -207,9 +215,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if server is not None:
             log.info("serving /metrics, /healthz, /readyz on port %d", server.port)
         if args.once:
-            outcome = watcher.poll(stop)
+            try:
+                outcome = watcher.poll(stop)
+            except Interrupted:
+                return EXIT_OK
             return EXIT_OK if outcome.result == OK else EXIT_FAILURE
-        watcher.run(stop)
+        # Interrupted can escape only from just around a List; stop is set then.
+        with contextlib.suppress(Interrupted):
+            watcher.run(stop)
         if not args.keep_readings_on_exit:
             # Bounded so the whole shutdown stays under a second.
             watcher.retract(timeout=0.5)

@@ -62,6 +62,10 @@ def claims_from_response(
     ]
 
 
+class Interrupted(BaseException):
+    """Raised by a shutdown signal handler to abandon an in-flight List."""
+
+
 class ListError(RuntimeError):
     """List failed; the caller keeps its previous reading."""
 
@@ -80,6 +84,7 @@ class PodResourcesClient:
         self.call_timeout = call_timeout
         self._channel: grpc.Channel | None = None
         self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
+        self.in_call = False
 
     def _connect(self) -> api_pb2_grpc.PodResourcesListerStub:
         if self._stub is None:
@@ -111,28 +116,29 @@ class PodResourcesClient:
         finally:
             future.cancel()
 
-    def list_claims(self, stop: threading.Event | None = None) -> list[Claim]:
-        """List the claims now. Raises ListError; `stop` cancels the call early."""
+    def list_claims(self) -> list[Claim]:
+        """List the claims now. Raises ListError.
+
+        A blocking call, not a future: futures start a polling thread per call,
+        which costs more than the whole rest of a poll. grpc checks for signals
+        every 200 ms during a blocking call, so a shutdown handler can abandon
+        a hung List by raising Interrupted while `in_call` is set.
+        """
         stub = self._connect()
-        future = stub.List.future(api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout)
-        if stop is not None:
-            # Wake on either completion or shutdown, so a hung kubelet cannot
-            # delay SIGTERM handling past the call deadline.
-            done = threading.Event()
-            future.add_done_callback(lambda _f: done.set())
-            while not done.wait(0.05):
-                if stop.is_set():
-                    future.cancel()
-                    raise ListError("cancelled by shutdown")
         try:
-            response = future.result()
+            self.in_call = True
+            response = stub.List(api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout)
+            self.in_call = False
+        except Interrupted as exc:
+            self.in_call = False
+            self.close()
+            raise ListError("cancelled by shutdown") from exc
         except grpc.RpcError as exc:
+            self.in_call = False
             # A fresh channel on the next poll: after a kubelet restart the old
             # one may sit in reconnect backoff while the new socket is ready.
             self.close()
             raise ListError(f"list pod resources: {exc.code().name}: {exc.details()}") from exc
-        except grpc.FutureCancelledError as exc:
-            raise ListError("cancelled by shutdown") from exc
         return claims_from_response(response, self.resource_names)
 
     def close(self) -> None:

@@ -72,7 +72,7 @@ class Watcher:
             self._problem(self.profile.error or "no profile")
             return PollResult(NO_PROFILE)
         try:
-            claims = self.client.list_claims(stop)
+            claims = self.client.list_claims()
         except ListError as exc:
             self._problem(f"{exc} (keeping the previous reading)")
             return PollResult(LIST_ERROR)

@@ -243,3 +243,18 @@ def catches_sigterm(pid: int) -> bool:
         if line.startswith("SigCgt:"):
             return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
     return False
+
+
+def test_sigterm_during_a_hung_list_exits_within_a_second(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    target = driver_root / "config" / "overrides.yaml"
+    eventually(target.exists, what="first publish")
+    calls = kubelet.list_calls()
+    kubelet.set_hang(30)
+    eventually(lambda: kubelet.list_calls() > calls + 1, what="a List in flight")
+    code, took, _ = w.terminate()
+    assert code == 0
+    assert took < 1.0, f"shutdown took {took:.2f}s"
+    assert memory(target) == {}
