@@ -1,0 +1,169 @@
+"""e2e fixtures: pick a provider, deploy the stack once, record durations.
+
+pytest e2e --provider=kind|existing|local     (or ALLOCWATCH_E2E_PROVIDER)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.framework import timings
+from e2e.framework.expected import Expectation
+from e2e.framework.helm import Helm
+from e2e.framework.kubectl import Kubectl
+from e2e.framework.providers import (
+    ExistingProvider,
+    KindProvider,
+    LocalProvider,
+    Provider,
+    ProviderUnavailable,
+)
+from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Settings, Stack
+from e2e.framework.waiting import wait_until
+
+PROVIDERS = ("kind", "existing", "local")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("allocwatch e2e")
+    group.addoption(
+        "--provider",
+        choices=PROVIDERS,
+        default=os.environ.get("ALLOCWATCH_E2E_PROVIDER", "kind"),
+        help="where the cluster comes from (env ALLOCWATCH_E2E_PROVIDER; default kind)",
+    )
+    group.addoption(
+        "--nvml-mock",
+        choices=("stage", "installed"),
+        default="stage",
+        help="stage our 4-GPU profile on the node (default), or use the config.yaml of an "
+        "nvml-mock already installed there",
+    )
+    group.addoption("--node", default=None, help="the node to test (default: the first Ready)")
+    group.addoption(
+        "--e2e-keep", action="store_true", help="leave the deployed objects behind after the run"
+    )
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    """pytest-kind's options (--kind-bin, --keep-cluster, ...) when it is installed."""
+    try:
+        return config.getoption(name)
+    except ValueError:
+        return None
+
+
+def make_provider(config: pytest.Config) -> Provider:
+    name = config.getoption("--provider")
+    if name == "kind":
+        return KindProvider(
+            cluster_name=_option(config, "--cluster-name") or "allocwatch-e2e",
+            kind_bin=_option(config, "--kind-bin"),
+            kubectl_bin=_option(config, "--kind-kubectl-bin"),
+            node_image=_option(config, "--kind-image"),
+            keep_cluster=bool(_option(config, "--keep-cluster")),
+        )
+    if name == "local":
+        return LocalProvider()
+    return ExistingProvider()
+
+
+@pytest.fixture(scope="session")
+def provider(pytestconfig: pytest.Config) -> Iterator[Provider]:
+    p = make_provider(pytestconfig)
+    try:
+        with timings.phase("provider setup"):
+            p.setup()
+    except ProviderUnavailable as exc:
+        if p.name == "kind":
+            pytest.skip(str(exc))
+        raise
+    yield p
+    with timings.phase("provider teardown"):
+        p.teardown()
+
+
+def _pick_node(kubectl: Kubectl, wanted: str | None) -> str:
+    def ready_nodes() -> list[str]:
+        nodes = kubectl.get("nodes")["items"]
+        return sorted(
+            n["metadata"]["name"]
+            for n in nodes
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n["status"].get("conditions", [])
+            )
+        )
+
+    nodes = wait_until(ready_nodes, 180, "a Ready node", interval=1)
+    if wanted:
+        wait_until(lambda: wanted in ready_nodes(), 180, f"node {wanted} to be Ready", interval=1)
+        return wanted
+    return nodes[0]
+
+
+@pytest.fixture(scope="session")
+def stack(provider: Provider, pytestconfig: pytest.Config) -> Iterator[Stack]:
+    kubectl = Kubectl(provider.kubeconfig)
+    settings = Settings(
+        stage=pytestconfig.getoption("--nvml-mock") == "stage",
+        kubelet_root=getattr(provider, "kubelet_root", Settings.kubelet_root),
+    )
+    with timings.phase("deploy"):
+        node = _pick_node(kubectl, pytestconfig.getoption("--node"))
+        s = Stack(kubectl, Helm(provider.kubeconfig), provider.images, node, settings)
+        s.deploy_helper()
+        gpus = len([d for d in s.node_devices() if d.uuid])
+        s.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
+        s.install_chart()
+    yield s
+    if pytestconfig.getoption("--e2e-keep"):
+        return
+    with timings.phase("cleanup"):
+        s.uninstall_chart()
+        kubectl.delete("daemonset", "fakeplugin", "-n", s.ns, wait=True)
+        s.unstage()
+        kubectl.delete("namespace", s.ns, wait=True)
+
+
+@pytest.fixture(scope="session")
+def expect(stack: Stack) -> Expectation:
+    return Expectation(stack.node_devices(), stack.settings.fraction)
+
+
+@pytest.fixture
+def deployed(stack: Stack, expect: Expectation) -> Stack:
+    """The stack as every test starts from it: default plugin, chart installed, node idle."""
+    gpus = len(expect.devices)
+    stack.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
+    stack.ensure_chart()
+    return stack
+
+
+@pytest.fixture
+def gpu_pods(deployed: Stack, request: pytest.FixtureRequest) -> Iterator[GpuPods]:
+    """Create GPU pods (`gpu_pods(gpus=1) -> name`); whatever is left is deleted afterwards."""
+    created: list[str] = []
+    base = request.node.name.split("[")[0].replace("_", "-").lower()[:40].strip("-")
+
+    def create(gpus: int = 1) -> str:
+        name = f"{base}-{len(created)}"
+        deployed.create_gpu_pod(name, gpus)
+        created.append(name)
+        return name
+
+    yield create
+    deployed.delete_gpu_pods(*created)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    timings.TESTS.setdefault(report.nodeid, {})[report.when] = report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for line in timings.summary():
+        terminalreporter.write_line(line)

@@ -1,0 +1,1 @@
+"""Cluster-agnostic helpers for the end-to-end tests."""

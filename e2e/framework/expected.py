@@ -1,0 +1,72 @@
+"""The readings allocwatch must publish, computed independently from the profile.
+
+Per nvml-mock's contract: aperture = total - reserved (0 if negative),
+per = int(float(aperture) * fraction), used = min(per * claims, aperture),
+free = aperture - used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from allocwatch.profile import Device
+
+Readings = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Expectation:
+    devices: Sequence[Device]
+    fraction: float
+
+    def index_of(self, uuid: str) -> int:
+        for device in self.devices:
+            if device.uuid == uuid:
+                return device.index
+        raise KeyError(f"{uuid} is not in the profile")
+
+    @property
+    def uuids(self) -> list[str]:
+        return [d.uuid for d in self.devices]
+
+    def aperture(self, index: int) -> int:
+        device = next(d for d in self.devices if d.index == index)
+        return max(device.total_bytes - device.reserved_bytes, 0)
+
+    def per_claim(self, index: int) -> int:
+        return int(float(self.aperture(index)) * self.fraction)
+
+    def readings(self, claims: Mapping[int, int] | None = None) -> Readings:
+        """{"<index>": {"used_bytes": u, "free_bytes": f}} for every device."""
+        claims = claims or {}
+        out: Readings = {}
+        for device in self.devices:
+            aperture = self.aperture(device.index)
+            used = min(self.per_claim(device.index) * claims.get(device.index, 0), aperture)
+            out[str(device.index)] = {"used_bytes": used, "free_bytes": aperture - used}
+        return out
+
+    def idle(self) -> Readings:
+        return self.readings({})
+
+    def claims_for(self, uuids: Sequence[str]) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for uuid in uuids:
+            index = self.index_of(uuid)
+            counts[index] = counts.get(index, 0) + 1
+        return counts
+
+
+def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
+    """The memory blocks of an overrides document, keyed by device index string."""
+    if document is None:
+        return None
+    devices = document.get("devices") or {}
+    if not isinstance(devices, Mapping):
+        return None
+    out: Readings = {}
+    for key, bucket in devices.items():
+        if isinstance(bucket, Mapping) and isinstance(bucket.get("memory"), Mapping):
+            out[str(key)] = dict(bucket["memory"])
+    return out

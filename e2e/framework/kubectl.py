@@ -1,0 +1,72 @@
+"""A thin kubectl wrapper bound to one kubeconfig."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+
+class KubectlError(RuntimeError):
+    pass
+
+
+class Kubectl:
+    def __init__(self, kubeconfig: Path | None, binary: str | None = None) -> None:
+        self.kubeconfig = kubeconfig
+        self.binary = binary or os.environ.get("KUBECTL") or shutil.which("kubectl") or "kubectl"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.kubeconfig is not None:
+            env["KUBECONFIG"] = str(self.kubeconfig)
+        return env
+
+    def run(self, *args: str, input: str | None = None, timeout: float = 60) -> str:
+        cmd = [self.binary, *args]
+        try:
+            proc = subprocess.run(
+                cmd, input=input, capture_output=True, text=True, timeout=timeout, env=self.env()
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise KubectlError(f"kubectl {' '.join(args)}: timed out after {timeout}s") from exc
+        if proc.returncode != 0:
+            raise KubectlError(
+                f"kubectl {' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}"
+            )
+        return proc.stdout
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.run("get", *args, "-o", "json"))
+
+    def apply(self, manifest: str) -> str:
+        return self.run("apply", "-f", "-", input=manifest)
+
+    def delete(self, *args: str, wait: bool = False) -> str:
+        return self.run("delete", *args, "--ignore-not-found", f"--wait={str(wait).lower()}")
+
+    def exec(
+        self,
+        namespace: str,
+        pod: str,
+        argv: list[str],
+        container: str | None = None,
+        timeout: float = 30,
+    ) -> str:
+        args = ["exec", "-n", namespace, pod]
+        if container:
+            args += ["-c", container]
+        return self.run(*args, "--", *argv, timeout=timeout)
+
+    def logs(
+        self, namespace: str, pod: str, container: str | None = None, tail: int | None = None
+    ) -> str:
+        args = ["logs", "-n", namespace, pod]
+        if container:
+            args += ["-c", container]
+        if tail is not None:
+            args += [f"--tail={tail}"]
+        return self.run(*args)

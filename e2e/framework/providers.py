@@ -1,0 +1,236 @@
+"""Where the cluster comes from: kind, an existing KUBECONFIG, or the offline harness.
+
+A provider yields a kubeconfig, the two image references the cluster can run
+(`ALLOCWATCH_IMAGE`, `FAKEPLUGIN_IMAGE`), and a way to restart a node's kubelet.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ProviderUnavailable(RuntimeError):
+    """The provider cannot run on this machine; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Images:
+    allocwatch: str
+    fakeplugin: str
+
+    @classmethod
+    def from_env(cls, env: dict[str, str], source: str) -> Images:
+        missing = [k for k in ("ALLOCWATCH_IMAGE", "FAKEPLUGIN_IMAGE") if not env.get(k)]
+        if missing:
+            raise ProviderUnavailable(f"{source}: {', '.join(missing)} not set")
+        return cls(env["ALLOCWATCH_IMAGE"], env["FAKEPLUGIN_IMAGE"])
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines (optionally `export KEY=VALUE`, shell-quoted); comments ignored."""
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        line = line.removeprefix("export ").strip()
+        key, sep, value = line.partition("=")
+        if sep:
+            parts = shlex.split(value)
+            env[key.strip()] = parts[0] if parts else ""
+    return env
+
+
+class Provider:
+    name = "base"
+    kubeconfig: Path | None = None
+    images: Images
+
+    def setup(self) -> None:
+        """Make the cluster reachable and the images runnable on it."""
+
+    def teardown(self) -> None:
+        """Undo what setup created (never a cluster that existed before)."""
+
+    def kubelet_restart_unsupported(self) -> str | None:
+        """Why restart_kubelet cannot work here, or None when it can."""
+        return f"the {self.name} provider cannot restart a kubelet"
+
+    def restart_kubelet(self, node: str) -> None:
+        raise NotImplementedError(self.kubelet_restart_unsupported())
+
+
+class ExistingProvider(Provider):
+    """Any cluster: KUBECONFIG (or ~/.kube/config), images from the environment.
+
+    Set ALLOCWATCH_E2E_KUBELET_RESTART to a shell command (`$NODE` is the node
+    name) to enable the kubelet-restart test.
+    """
+
+    name = "existing"
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = dict(os.environ if env is None else env)
+        kubeconfig = self.env.get("KUBECONFIG")
+        self.kubeconfig = Path(kubeconfig) if kubeconfig else None
+
+    def setup(self) -> None:
+        self.images = Images.from_env(self.env, "existing provider")
+
+    def kubelet_restart_unsupported(self) -> str | None:
+        if self.env.get("ALLOCWATCH_E2E_KUBELET_RESTART"):
+            return None
+        return "set ALLOCWATCH_E2E_KUBELET_RESTART to a command that restarts $NODE's kubelet"
+
+    def restart_kubelet(self, node: str) -> None:
+        command = self.env["ALLOCWATCH_E2E_KUBELET_RESTART"]
+        subprocess.run(command, shell=True, check=True, env=dict(self.env, NODE=node), timeout=120)
+
+
+class LocalProvider(Provider):
+    """The offline single-node harness under hack/cluster (`make cluster-up cluster-images`)."""
+
+    name = "local"
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.harness = REPO_ROOT / "hack" / "cluster"
+
+    def setup(self) -> None:
+        raise ProviderUnavailable("the local harness interface is not wired yet")
+
+
+class KindProvider(Provider):
+    """A kind cluster made with pytest-kind, pinned kind/node versions, images built here."""
+
+    name = "kind"
+    KIND_VERSION = "v0.31.0"
+    NODE_IMAGE = (
+        "kindest/node:v1.35.0"
+        "@sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f"
+    )
+
+    def __init__(
+        self,
+        cluster_name: str = "allocwatch-e2e",
+        kind_bin: str | None = None,
+        kubectl_bin: str | None = None,
+        node_image: str | None = None,
+        keep_cluster: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.cluster_name = cluster_name
+        self.kind_bin = kind_bin or self.env.get("KIND") or shutil.which("kind")
+        self.kubectl_bin = kubectl_bin or self.env.get("KUBECTL") or shutil.which("kubectl")
+        self.node_image = node_image or self.NODE_IMAGE
+        self.keep_cluster = keep_cluster
+        self.docker = self.env.get("DOCKER") or shutil.which("docker")
+        self._cluster = None
+        self._created = False
+
+    def _check_tools(self) -> None:
+        missing = [
+            n
+            for n, p in (
+                ("kind", self.kind_bin),
+                ("kubectl", self.kubectl_bin),
+                ("docker", self.docker),
+            )
+            if not p
+        ]
+        if missing:
+            raise ProviderUnavailable(f"kind provider: {', '.join(missing)} not found on PATH")
+        assert self.docker is not None
+        if subprocess.run([self.docker, "info"], capture_output=True).returncode != 0:
+            raise ProviderUnavailable("kind provider: `docker info` fails (no Docker daemon?)")
+        version = subprocess.run(
+            [str(self.kind_bin), "version"], capture_output=True, text=True
+        ).stdout.split()
+        if len(version) > 1 and _older(version[1], self.KIND_VERSION):
+            raise ProviderUnavailable(
+                f"kind provider: kind {version[1]} is older than {self.KIND_VERSION}"
+            )
+
+    def setup(self) -> None:
+        from pytest_kind import KindCluster  # only the kind provider needs it
+
+        from .manifests import render
+
+        self._check_tools()
+        cluster = KindCluster(
+            self.cluster_name,
+            image=self.node_image,
+            kind_path=Path(str(self.kind_bin)),
+            kubectl_path=Path(str(self.kubectl_bin)),
+        )
+        existing = subprocess.run(
+            [str(self.kind_bin), "get", "clusters"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        if self.cluster_name in existing:
+            # pytest-kind would leave an empty kubeconfig for a cluster it did not create.
+            subprocess.run(
+                [
+                    str(self.kind_bin),
+                    "export",
+                    "kubeconfig",
+                    "--name",
+                    self.cluster_name,
+                    "--kubeconfig",
+                    str(cluster.kubeconfig_path),
+                ],
+                check=True,
+                capture_output=True,
+            )
+        else:
+            self._created = True
+        config = cluster.path / "kind-config.yaml"
+        config.write_text(render("kind-config.yaml.j2"))
+        cluster.create(config_file=config)
+        self._cluster = cluster
+        self.kubeconfig = cluster.kubeconfig_path.resolve()
+        self.images = self._images()
+        for image in (self.images.allocwatch, self.images.fakeplugin):
+            cluster.load_docker_image(image)
+
+    def _images(self) -> Images:
+        if self.env.get("ALLOCWATCH_IMAGE") and self.env.get("FAKEPLUGIN_IMAGE"):
+            return Images.from_env(self.env, "kind provider")
+        tag = "e2e-" + time.strftime("%Y%m%d%H%M%S")
+        images = Images(f"localhost/allocwatch:{tag}", f"localhost/allocwatch-fakeplugin:{tag}")
+        assert self.docker is not None
+        for target, ref in (("allocwatch", images.allocwatch), ("fakeplugin", images.fakeplugin)):
+            argv = [self.docker, "build", "-f", "image/Dockerfile", "--target", target]
+            subprocess.run([*argv, "-t", ref, "."], cwd=REPO_ROOT, check=True)
+        return images
+
+    def teardown(self) -> None:
+        if self._cluster is not None and self._created and not self.keep_cluster:
+            self._cluster.delete()
+
+    def kubelet_restart_unsupported(self) -> str | None:
+        return None
+
+    def restart_kubelet(self, node: str) -> None:
+        assert self.docker is not None
+        subprocess.run(
+            [self.docker, "exec", node, "systemctl", "restart", "kubelet"], check=True, timeout=120
+        )
+
+
+def _older(version: str, floor: str) -> bool:
+    def parts(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.lstrip("v").split("-")[0].split(".")[:3])
+
+    try:
+        return parts(version) < parts(floor)
+    except ValueError:
+        return False

@@ -1,0 +1,372 @@
+"""The system under test on one node: nvml-mock's files, the fake plugin, the chart.
+
+Everything lives in one namespace and is pinned to one node. The overrides
+document is read through the watcher pod, so the same code works on every
+provider; when no watcher runs (after `helm uninstall`) the node helper reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from allocwatch.profile import Device, parse_profile
+
+from .expected import Readings, memory_readings
+from .helm import Helm
+from .kubectl import Kubectl, KubectlError
+from .manifests import render
+from .providers import REPO_ROOT, Images
+from .waiting import wait_until
+
+NODE_SCRIPTS = Path(__file__).resolve().parent / "node_scripts"
+CHART = REPO_ROOT / "charts" / "allocwatch"
+RELEASE = "allocwatch"
+WATCHER_LABELS = f"app.kubernetes.io/name=allocwatch,app.kubernetes.io/instance={RELEASE}"
+PLUGIN_LABELS = "app.kubernetes.io/name=fakeplugin"
+HELPER_LABELS = "app.kubernetes.io/name=node-helper"
+GPU_POD_LABELS = "app.kubernetes.io/name=gpu-pod"
+RESOURCE = "nvidia.com/gpu"
+DEFAULT_PLUGIN_ARGS: list[str] = []
+
+# gpu_pods(gpus=1) -> pod name (the fixture in conftest.py).
+GpuPods = Callable[..., str]
+
+
+def script(name: str) -> str:
+    return (NODE_SCRIPTS / f"{name}.py").read_text()
+
+
+def split_image(ref: str) -> tuple[str, str]:
+    """`host:5000/repo:tag` -> (`host:5000/repo`, `tag`)."""
+    if "@" in ref:
+        raise ValueError(f"{ref}: digest references are not supported here")
+    repository, sep, tag = ref.rpartition(":")
+    if not sep or "/" in tag:
+        return ref, "latest"
+    return repository, tag
+
+
+@dataclass
+class Settings:
+    namespace: str = "allocwatch-e2e"
+    interval: str = "500ms"
+    interval_seconds: float = 0.5
+    fraction: float = 0.75
+    nvml_mock_root: str = "/var/lib/nvml-mock"
+    kubelet_root: str = "/var/lib/kubelet"
+    stage: bool = True
+    profile: Path = REPO_ROOT / "e2e" / "profiles" / "four-gpus.yaml"
+
+    @property
+    def overrides_path(self) -> str:
+        return f"{self.nvml_mock_root}/driver/config/overrides.yaml"
+
+    @property
+    def config_path(self) -> str:
+        return f"{self.nvml_mock_root}/driver/config/config.yaml"
+
+
+@dataclass
+class Stack:
+    kubectl: Kubectl
+    helm: Helm
+    images: Images
+    node: str
+    settings: Settings = field(default_factory=Settings)
+    plugin_args: list[str] | None = None
+    chart_installed: bool = False
+    _workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="aw-e2e-")))
+
+    @property
+    def ns(self) -> str:
+        return self.settings.namespace
+
+    # --- pods -------------------------------------------------------------
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        items = self.kubectl.get("pods", "-n", self.ns, "-l", selector)["items"]
+        return [p for p in items if p["spec"].get("nodeName") == self.node]
+
+    def ready_pod(self, selector: str) -> str | None:
+        for pod in self.pods(selector):
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            conditions = {c["type"]: c["status"] for c in pod["status"].get("conditions", [])}
+            if conditions.get("Ready") == "True":
+                return str(pod["metadata"]["name"])
+        return None
+
+    def wait_ready_pod(self, selector: str, timeout: float = 120) -> str:
+        return wait_until(
+            lambda: self.ready_pod(selector),
+            timeout,
+            f"a Ready pod {selector} on {self.node}",
+            diagnostics=self.diagnostics,
+        )
+
+    def python(self, pod: str, source: str, *args: str, timeout: float = 30) -> Any:
+        out = self.kubectl.exec(self.ns, pod, ["python3", "-c", source, *args], timeout=timeout)
+        return json.loads(out.strip().splitlines()[-1])
+
+    # --- nvml-mock's files, through the node helper -----------------------
+
+    def deploy_helper(self) -> None:
+        self.kubectl.apply(render("namespace.yaml.j2", namespace=self.ns))
+        profile = self.settings.profile.read_text() if self.settings.stage else ""
+        self.kubectl.apply(
+            render(
+                "node-helper.yaml.j2",
+                namespace=self.ns,
+                node=self.node,
+                image=self.images.allocwatch,
+                stage=self.settings.stage,
+                profile=profile,
+                nvml_mock_root=self.settings.nvml_mock_root,
+            )
+        )
+        self.wait_ready_pod(HELPER_LABELS)
+
+    def helper(self) -> str:
+        return self.wait_ready_pod(HELPER_LABELS, timeout=60)
+
+    def node_devices(self) -> list[Device]:
+        """The profile the node's nvml-mock serves (ours when staged)."""
+        text = self.kubectl.exec(self.ns, self.helper(), ["cat", self.settings.config_path])
+        return parse_profile(text)
+
+    def patch_overrides(self, patch: dict[str, Any]) -> Any:
+        return self.python(
+            self.helper(),
+            script("patch_overrides"),
+            self.settings.overrides_path,
+            json.dumps(patch),
+        )["doc"]
+
+    def remove_overrides_and_time_restore(self, timeout: float) -> tuple[float | None, Any]:
+        result = self.python(
+            self.helper(),
+            script("remove_overrides"),
+            self.settings.overrides_path,
+            str(timeout),
+            timeout=timeout + 30,
+        )
+        return result["restored_after"], result["doc"]
+
+    def unstage(self) -> None:
+        """Remove the files staging created (only when we staged them)."""
+        if self.settings.stage:
+            config = f"{self.settings.nvml_mock_root}/driver/config"
+            self.kubectl.exec(
+                self.ns,
+                self.helper(),
+                [
+                    "rm",
+                    "-f",
+                    f"{config}/config.yaml",
+                    f"{config}/overrides.yaml",
+                    f"{config}/overrides.yaml.lock",
+                ],
+            )
+
+    # --- the fake device plugin ------------------------------------------
+
+    def allocatable(self) -> int:
+        node = self.kubectl.get("node", self.node)
+        return int(node["status"].get("allocatable", {}).get(RESOURCE, "0"))
+
+    def capacity(self) -> int:
+        node = self.kubectl.get("node", self.node)
+        return int(node["status"].get("capacity", {}).get(RESOURCE, "0"))
+
+    def deploy_plugin(self, args: list[str], allocatable: int, capacity: int) -> None:
+        """Run the plugin with `args`; wait until the node advertises what it should."""
+        if args != self.plugin_args:
+            self.kubectl.apply(
+                render(
+                    "fakeplugin.yaml.j2",
+                    namespace=self.ns,
+                    node=self.node,
+                    image=self.images.fakeplugin,
+                    nvml_mock_root=self.settings.nvml_mock_root,
+                    plugin_dir=f"{self.settings.kubelet_root}/device-plugins",
+                    args=args,
+                )
+            )
+            self.kubectl.run(
+                "rollout",
+                "status",
+                "daemonset/fakeplugin",
+                "-n",
+                self.ns,
+                "--timeout=120s",
+                timeout=130,
+            )
+            self.plugin_args = list(args)
+        wait_until(
+            lambda: (self.allocatable(), self.capacity()) == (allocatable, capacity),
+            90,
+            f"node {self.node} to advertise {RESOURCE} allocatable={allocatable} "
+            f"capacity={capacity}",
+            interval=0.5,
+            diagnostics=self.diagnostics,
+        )
+
+    def plugin_pod(self) -> str:
+        return self.wait_ready_pod(PLUGIN_LABELS, timeout=60)
+
+    def plugin_registrations(self) -> int:
+        return self.kubectl.logs(self.ns, self.plugin_pod()).count(f"registered {RESOURCE} ")
+
+    # --- the chart ----------------------------------------------------------
+
+    def install_chart(self) -> None:
+        repository, tag = split_image(self.images.allocwatch)
+        values = self._workdir / "values.yaml"
+        values.write_text(
+            render(
+                "values.yaml.j2",
+                repository=repository,
+                tag=tag,
+                interval=self.settings.interval,
+                fraction=self.settings.fraction,
+                pod_resources_socket=f"{self.settings.kubelet_root}/pod-resources/kubelet.sock",
+                nvml_mock_root=self.settings.nvml_mock_root,
+                node=self.node,
+            )
+        )
+        self.helm.upgrade_install(RELEASE, CHART, self.ns, values)
+        self.chart_installed = True
+        self.watcher_pod()
+
+    def ensure_chart(self) -> None:
+        if not self.chart_installed:
+            self.install_chart()
+
+    def uninstall_chart(self) -> None:
+        self.helm.uninstall(RELEASE, self.ns)
+        self.chart_installed = False
+
+    def watcher_pod(self, timeout: float = 120) -> str:
+        return self.wait_ready_pod(WATCHER_LABELS, timeout)
+
+    # --- the document --------------------------------------------------------
+
+    def read_document(self, through_helper: bool = False) -> tuple[bool, Any]:
+        """(exists, parsed overrides.yaml), read in the watcher pod (or the helper)."""
+        pod = self.helper() if through_helper else self.watcher_pod(timeout=30)
+        result = self.python(pod, script("read_overrides"), self.settings.overrides_path)
+        return bool(result["exists"]), result["doc"]
+
+    def readings(self) -> Readings | None:
+        return memory_readings(self.read_document()[1])
+
+    def wait_readings(self, expected: Readings, timeout: float, what: str) -> Readings:
+        def matches() -> Readings | None:
+            current = self.readings()
+            return current if current == expected else None
+
+        return wait_until(
+            matches, timeout, f"{what}: readings {expected}", diagnostics=self.diagnostics
+        )
+
+    # --- GPU pods --------------------------------------------------------------
+
+    def create_gpu_pod(self, name: str, gpus: int = 1) -> None:
+        self.kubectl.apply(
+            render(
+                "gpu-pod.yaml.j2",
+                name=name,
+                namespace=self.ns,
+                node=self.node,
+                image=self.images.allocwatch,
+                resource_name=RESOURCE,
+                gpus=gpus,
+            )
+        )
+
+    def visible_devices(self, name: str, timeout: float = 120) -> list[str]:
+        """Wait for the pod to run and return the UUIDs in its NVIDIA_VISIBLE_DEVICES."""
+
+        def read() -> list[str] | None:
+            pod = self.kubectl.get("pod", name, "-n", self.ns)
+            phase = pod["status"].get("phase")
+            if phase in ("Failed", "Succeeded"):
+                raise AssertionError(f"pod {name} is {phase}: {pod['status']}")
+            if phase != "Running":
+                return None
+            for line in self.kubectl.logs(self.ns, name).splitlines():
+                if line.startswith("NVIDIA_VISIBLE_DEVICES="):
+                    value = line.partition("=")[2]
+                    return value.split(",") if value else []
+            return None
+
+        return wait_until(
+            read,
+            timeout,
+            f"pod {name} to run and print NVIDIA_VISIBLE_DEVICES",
+            diagnostics=self.diagnostics,
+        )
+
+    def delete_gpu_pods(self, *names: str, timeout: float = 60) -> None:
+        """Delete the pods and wait until they are gone (not merely terminating)."""
+        if not names:
+            return
+        self.kubectl.delete("pod", "-n", self.ns, *names)
+
+        def gone() -> bool:
+            items = self.kubectl.get("pods", "-n", self.ns, "-l", GPU_POD_LABELS)["items"]
+            return not {p["metadata"]["name"] for p in items} & set(names)
+
+        wait_until(
+            gone, timeout, f"pods {', '.join(names)} to be gone", diagnostics=self.diagnostics
+        )
+
+    # --- diagnostics -------------------------------------------------------------
+
+    def diagnostics(self) -> str:
+        parts: list[str] = []
+
+        def section(title: str, produce: Any) -> None:
+            try:
+                body = produce()
+            except Exception as exc:  # diagnostics must never hide the real failure
+                body = f"<unavailable: {type(exc).__name__}: {exc}>"
+            parts.append(f"--- {title} ---\n{str(body).rstrip()}")
+
+        section("overrides document", lambda: json.dumps(self._document_anyhow(), indent=1))
+        section(
+            f"pods in {self.ns}",
+            lambda: self.kubectl.run("get", "pods", "-n", self.ns, "-o", "wide"),
+        )
+        section(
+            f"node {self.node} {RESOURCE}",
+            lambda: f"allocatable={self.allocatable()} capacity={self.capacity()}",
+        )
+        for pod in self._pod_names(WATCHER_LABELS):
+            section(f"watcher logs {pod}", lambda p=pod: self.kubectl.logs(self.ns, p, tail=30))
+        for pod in self._pod_names(PLUGIN_LABELS):
+            section(f"plugin logs {pod}", lambda p=pod: self.kubectl.logs(self.ns, p, tail=15))
+        return "\n".join(parts)
+
+    def _document_anyhow(self) -> Any:
+        for through_helper in (False, True):
+            pods = self._pod_names(HELPER_LABELS if through_helper else WATCHER_LABELS)
+            for pod in pods:
+                try:
+                    return self.python(
+                        pod, script("read_overrides"), self.settings.overrides_path, timeout=10
+                    )
+                except KubectlError:
+                    continue
+        return "<no pod to read it through>"
+
+    def _pod_names(self, selector: str) -> list[str]:
+        try:
+            return [p["metadata"]["name"] for p in self.pods(selector)]
+        except KubectlError:
+            return []

@@ -1,0 +1,31 @@
+"""1. An idle node: every device reads used 0 and free equal to its aperture."""
+
+from __future__ import annotations
+
+from e2e.framework.expected import Expectation
+from e2e.framework.stack import Stack
+
+
+def test_idle_node_reads_used_zero_and_free_aperture(deployed: Stack, expect: Expectation) -> None:
+    readings = deployed.wait_readings(expect.idle(), 10, "an idle node")
+    assert sorted(readings) == [str(d.index) for d in expect.devices]
+    for index, memory in readings.items():
+        assert memory == {"used_bytes": 0, "free_bytes": expect.aperture(int(index))}
+
+
+def test_expectations_match_the_staged_profile_literally(
+    deployed: Stack, expect: Expectation
+) -> None:
+    """Cross-check the arithmetic helper against hand-computed bytes for our profile."""
+    if not deployed.settings.stage:
+        return
+    assert expect.fraction == 0.75
+    assert expect.idle() == {
+        "0": {"used_bytes": 0, "free_bytes": 12616466432},
+        "1": {"used_bytes": 0, "free_bytes": 25367150589},
+        "2": {"used_bytes": 0, "free_bytes": 51002736640},
+        "3": {"used_bytes": 0, "free_bytes": 102005473280},
+    }
+    # 25367150589 * 0.75 = 19025362941.75, truncated; two claims clamp at the aperture.
+    assert expect.readings({1: 1})["1"] == {"used_bytes": 19025362941, "free_bytes": 6341787648}
+    assert expect.readings({1: 2})["1"] == {"used_bytes": 25367150589, "free_bytes": 0}

@@ -1,0 +1,49 @@
+"""4. Time-slicing: two pods on replicas of one physical GPU read twice the claim, clamped.
+
+The plugin is redeployed with `--replicas 2` and every GPU but one marked
+unhealthy, so the only two allocatable ids are `<uuid>::0` and `<uuid>::1`
+of the same physical GPU and both pods must land on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.framework.expected import Expectation
+from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Stack
+
+
+@pytest.fixture
+def shared_uuid(deployed: Stack, expect: Expectation) -> Iterator[str]:
+    shared = expect.devices[1 if len(expect.devices) > 1 else 0].uuid
+    args = ["--replicas", "2"]
+    for uuid in expect.uuids:
+        if uuid != shared:
+            args += ["--unhealthy", uuid]
+    deployed.deploy_plugin(args, allocatable=2, capacity=2 * len(expect.devices))
+    yield shared
+    n = len(expect.devices)
+    deployed.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=n, capacity=n)
+
+
+def test_two_pods_on_one_time_sliced_gpu_read_twice_the_claim_clamped(
+    deployed: Stack, expect: Expectation, shared_uuid: str, gpu_pods: GpuPods
+) -> None:
+    first, second = gpu_pods(gpus=1), gpu_pods(gpus=1)
+    assert deployed.visible_devices(first) == [shared_uuid]
+    assert deployed.visible_devices(second) == [shared_uuid]
+    index = expect.index_of(shared_uuid)
+
+    expected = expect.readings({index: 2})
+    used = min(2 * expect.per_claim(index), expect.aperture(index))
+    assert expected[str(index)] == {"used_bytes": used, "free_bytes": expect.aperture(index) - used}
+    if expect.fraction > 0.5:
+        assert used == expect.aperture(index) < 2 * expect.per_claim(index)  # clamped
+    deployed.wait_readings(expected, 10, f"GPU {index} to read two claims")
+
+    deployed.delete_gpu_pods(second)
+    deployed.wait_readings(expect.readings({index: 1}), 10, f"GPU {index} to read one claim")
+    deployed.delete_gpu_pods(first)
+    deployed.wait_readings(expect.idle(), 10, f"GPU {index} to return to idle")

@@ -1,0 +1,60 @@
+"""8. Kubelet restart: the plugin re-registers, the watcher keeps running, readings recover."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.framework.expected import Expectation
+from e2e.framework.providers import Provider
+from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
+from e2e.framework.waiting import wait_until
+
+
+def _watcher_identity(stack: Stack) -> tuple[str, str, int]:
+    pod = stack.kubectl.get("pod", stack.watcher_pod(), "-n", stack.ns)
+    restarts = sum(c["restartCount"] for c in pod["status"]["containerStatuses"])
+    return pod["metadata"]["name"], pod["metadata"]["uid"], restarts
+
+
+def test_kubelet_restart(
+    deployed: Stack, expect: Expectation, gpu_pods: GpuPods, provider: Provider
+) -> None:
+    reason = provider.kubelet_restart_unsupported()
+    if reason:
+        pytest.skip(reason)
+    before = gpu_pods(gpus=1)
+    uuids = deployed.visible_devices(before)
+    deployed.wait_readings(expect.readings(expect.claims_for(uuids)), 10, "the claim published")
+    watcher = _watcher_identity(deployed)
+    registrations = deployed.plugin_registrations()
+
+    provider.restart_kubelet(deployed.node)
+
+    wait_until(
+        lambda: deployed.plugin_registrations() > registrations,
+        90,
+        "the fake plugin to register again",
+        interval=1,
+        diagnostics=deployed.diagnostics,
+    )
+    n = len(expect.devices)
+    wait_until(
+        lambda: deployed.allocatable() == n and deployed.ready_pod(WATCHER_LABELS),
+        90,
+        f"{n} allocatable GPUs and a Ready watcher after the restart",
+        interval=1,
+        diagnostics=deployed.diagnostics,
+    )
+    deployed.wait_readings(
+        expect.readings(expect.claims_for(uuids)), 30, "the pre-restart claim to read correctly"
+    )
+
+    after = gpu_pods(gpus=1)
+    uuids += deployed.visible_devices(after)
+    deployed.wait_readings(
+        expect.readings(expect.claims_for(uuids)), 10, "a post-restart claim to be published"
+    )
+    assert _watcher_identity(deployed) == watcher, "the watcher pod was replaced or restarted"
+
+    deployed.delete_gpu_pods(before, after)
+    deployed.wait_readings(expect.idle(), 10, "the node to return to idle")
