@@ -1,0 +1,109 @@
+"""Static checks on image/Dockerfile and its build-context filter (no docker needed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.chart.helmtool import REPO_ROOT
+
+DOCKERFILE = REPO_ROOT / "image" / "Dockerfile"
+IGNORE = REPO_ROOT / "image" / "Dockerfile.dockerignore"
+ROOT_IGNORE = REPO_ROOT / ".dockerignore"
+
+
+def instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line = pending + line
+        pending = ""
+        word, _, rest = line.partition(" ")
+        out.append((word.upper(), rest.strip()))
+    return out
+
+
+def stages() -> list[tuple[str, list[tuple[str, str]]]]:
+    result: list[tuple[str, list[tuple[str, str]]]] = []
+    for word, rest in instructions():
+        if word == "FROM":
+            m = re.fullmatch(r"(\S+)\s+AS\s+(\S+)", rest, re.IGNORECASE)
+            assert m, f"every stage is named: FROM {rest}"
+            result.append((m[2], []))
+        elif result:
+            result[-1][1].append((word, rest))
+    return result
+
+
+def ignore_patterns(path: str | None = None) -> list[str]:
+    text = (REPO_ROOT / path).read_text() if path else IGNORE.read_text()
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def test_base_image_defaults_to_an_official_slim_python() -> None:
+    args = [rest for word, rest in instructions() if word == "ARG" and rest.startswith("BASE")]
+    assert len(args) == 1
+    m = re.fullmatch(r"BASE_IMAGE=python:3\.(\d+)-slim", args[0])
+    assert m, args[0]
+    assert int(m[1]) >= 11, "the package needs Python >= 3.11"
+
+
+def test_watcher_is_the_last_stage_and_fakeplugin_a_target() -> None:
+    names = [name for name, _ in stages()]
+    assert names[-1] == "allocwatch", "a build without --target must give the watcher"
+    assert "fakeplugin" in names
+    body = dict(stages())
+    assert ("ENTRYPOINT", '["allocwatch"]') in body["allocwatch"]
+    assert ("ENTRYPOINT", '["python", "-m", "fakeplugin"]') in body["fakeplugin"]
+
+
+def test_runtime_stages_hold_no_build_tools() -> None:
+    for name, body in stages():
+        if name == "builder":
+            continue
+        runs = [rest for word, rest in body if word == "RUN"]
+        assert not runs, f"stage {name} runs {runs}: only the builder installs"
+
+
+def test_builder_uses_python3_venv_and_installs_the_package() -> None:
+    body = dict(stages())["builder"]
+    run = " ".join(rest for word, rest in body if word == "RUN")
+    assert "python3 -m venv /opt/venv" in run
+    assert "/opt/venv/bin/pip install" in run
+
+
+def test_runtime_environment_and_labels() -> None:
+    text = DOCKERFILE.read_text()
+    for needle in (
+        "PATH=/opt/venv/bin:$PATH",
+        "PYTHONDONTWRITEBYTECODE=1",
+        "PYTHONUNBUFFERED=1",
+        "org.opencontainers.image.title=",
+        "org.opencontainers.image.source=",
+        "org.opencontainers.image.version=",
+        "org.opencontainers.image.licenses=",
+        "org.opencontainers.image.description=",
+    ):
+        assert needle in text, needle
+
+
+@pytest.mark.parametrize("source", ["pyproject.toml", "README.md", "allocwatch", "e2e/fakeplugin"])
+def test_copied_sources_are_allowed_by_the_context_filter(source: str) -> None:
+    patterns = ignore_patterns()
+    assert patterns[0] == "*", "the filter is an allow-list"
+    assert f"!{source}" in patterns
+
+
+def test_root_dockerignore_matches_when_present() -> None:
+    """The classic builder reads only <context>/.dockerignore; keep it in step."""
+    if not ROOT_IGNORE.exists():
+        return
+    assert ignore_patterns(".dockerignore") == ignore_patterns()
