@@ -52,6 +52,7 @@ def read_env_file(path: Path) -> dict[str, str]:
 class Provider:
     name = "base"
     kubeconfig: Path | None = None
+    kubelet_root = "/var/lib/kubelet"
     images: Images
 
     def setup(self) -> None:
@@ -96,16 +97,72 @@ class ExistingProvider(Provider):
 
 
 class LocalProvider(Provider):
-    """The offline single-node harness under hack/cluster (`make cluster-up cluster-images`)."""
+    """The offline single-node harness under hack/cluster (`make cluster-up cluster-images`).
+
+    Its settings come from `hack/cluster/env.sh` when that exists (sourced in
+    bash, the environment it leaves behind is read), else from its state
+    directory: `admin.kubeconfig` and `images.env`. Variables already set in
+    our environment win. The kubelet is restarted with
+    `hack/cluster/restart-kubelet.sh`.
+    """
 
     name = "local"
+    DEFAULT_STATE = "/var/lib/allocwatch-cluster"
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = dict(os.environ if env is None else env)
         self.harness = REPO_ROOT / "hack" / "cluster"
 
+    def _harness_env(self) -> dict[str, str]:
+        env_sh = self.harness / "env.sh"
+        if env_sh.exists():
+            proc = subprocess.run(
+                ["bash", "-c", 'source "$1" >/dev/null && env -0', "env.sh", str(env_sh)],
+                capture_output=True,
+                text=True,
+                env=self.env,
+                timeout=60,
+            )
+            if proc.returncode != 0:
+                raise ProviderUnavailable(f"{env_sh}: {proc.stderr.strip()}")
+            sourced = dict(item.split("=", 1) for item in proc.stdout.split("\0") if "=" in item)
+            return {k: v for k, v in sourced.items() if self.env.get(k) != v}
+        state = Path(self.env.get("ALLOCWATCH_CLUSTER_STATE", self.DEFAULT_STATE))
+        found: dict[str, str] = {}
+        if (state / "admin.kubeconfig").exists():
+            found["KUBECONFIG"] = str(state / "admin.kubeconfig")
+        if (state / "images.env").exists():
+            found.update(read_env_file(state / "images.env"))
+        return found
+
     def setup(self) -> None:
-        raise ProviderUnavailable("the local harness interface is not wired yet")
+        env = {
+            **self._harness_env(),
+            **{
+                k: v
+                for k, v in self.env.items()
+                if k
+                in ("KUBECONFIG", "ALLOCWATCH_IMAGE", "FAKEPLUGIN_IMAGE", "ALLOCWATCH_KUBELET_ROOT")
+            },
+        }
+        if not env.get("KUBECONFIG"):
+            raise ProviderUnavailable(
+                "local provider: no kubeconfig; run `make cluster-up` (as root) first"
+            )
+        self.kubeconfig = Path(env["KUBECONFIG"])
+        if not self.kubeconfig.exists():
+            raise ProviderUnavailable(f"local provider: {self.kubeconfig} does not exist")
+        self.images = Images.from_env(env, "local provider (run `make cluster-images`)")
+        self.kubelet_root = env.get("ALLOCWATCH_KUBELET_ROOT", "/var/lib/kubelet")
+
+    def kubelet_restart_unsupported(self) -> str | None:
+        script = self.harness / "restart-kubelet.sh"
+        return None if script.exists() else f"{script} does not exist"
+
+    def restart_kubelet(self, node: str) -> None:
+        subprocess.run(
+            [str(self.harness / "restart-kubelet.sh")], check=True, timeout=180, env=self.env
+        )
 
 
 class KindProvider(Provider):
