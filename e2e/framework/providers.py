@@ -101,8 +101,8 @@ class LocalProvider(Provider):
 
     Its settings come from `hack/cluster/env.sh` when that exists (sourced in
     bash, the environment it leaves behind is read), else from its state
-    directory: `admin.kubeconfig` and `images.env`. Variables already set in
-    our environment win. The kubelet is restarted with
+    directory: `admin.kubeconfig` and `images.env`. The harness's values win
+    over our environment's. The kubelet is restarted with
     `hack/cluster/restart-kubelet.sh`.
     """
 
@@ -136,15 +136,9 @@ class LocalProvider(Provider):
         return found
 
     def setup(self) -> None:
-        env = {
-            **self._harness_env(),
-            **{
-                k: v
-                for k, v in self.env.items()
-                if k
-                in ("KUBECONFIG", "ALLOCWATCH_IMAGE", "FAKEPLUGIN_IMAGE", "ALLOCWATCH_KUBELET_ROOT")
-            },
-        }
+        keys = ("KUBECONFIG", "ALLOCWATCH_IMAGE", "FAKEPLUGIN_IMAGE", "ALLOCWATCH_KUBELET_ROOT")
+        env = {k: v for k, v in self.env.items() if k in keys}
+        env.update(self._harness_env())
         if not env.get("KUBECONFIG"):
             raise ProviderUnavailable(
                 "local provider: no kubeconfig; run `make cluster-up` (as root) first"
