@@ -108,7 +108,11 @@ def test_claims_appear_and_disappear(rig: Rig) -> None:
     eventually(rig.shows({1: FULL}), what="device 1 full")
     rig.kubelet.set_pods([])
     eventually(rig.shows({}), what="idle again")
-    assert rig.metric("allocwatch_device_claims", index="1", uuid=A100_UUIDS[1]) == 0
+    # the gauges are set just after the write
+    eventually(
+        lambda: rig.metric("allocwatch_device_claims", index="1", uuid=A100_UUIDS[1]) == 0,
+        what="the claims gauge back to 0",
+    )
 
 
 def test_time_sliced_and_renamed_resources(rig: Rig) -> None:
@@ -284,11 +288,15 @@ def test_500_random_changes_end_in_exactly_the_final_state(rig: Rig) -> None:
         if n
     }
     eventually(rig.shows(final), what="the final state")
-    used = {
-        i: rig.metric("allocwatch_device_used_bytes", index=str(i), uuid=A100_UUIDS[i])
-        for i in range(8)
-    }
-    assert used == {i: final.get(i, IDLE)["used_bytes"] for i in range(8)}
+    want = {i: final.get(i, IDLE)["used_bytes"] for i in range(8)}
+
+    def gauges() -> dict[int, float | None]:
+        return {
+            i: rig.metric("allocwatch_device_used_bytes", index=str(i), uuid=A100_UUIDS[i])
+            for i in range(8)
+        }
+
+    eventually(lambda: gauges() == want, what="the used-bytes gauges")
 
 
 def test_retract_on_exit_leaves_no_memory_keys(rig: Rig) -> None:
