@@ -107,15 +107,24 @@ def _pick_node(kubectl: Kubectl, wanted: str | None) -> str:
 
 
 @pytest.fixture(scope="session")
-def stack(provider: Provider, pytestconfig: pytest.Config) -> Iterator[Stack]:
-    kubectl = Kubectl(provider.kubeconfig)
+def stack(
+    provider: Provider, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    kubectl = Kubectl(provider.kubeconfig, provider.kubectl_bin)
     settings = Settings(
         stage=pytestconfig.getoption("--nvml-mock") == "stage",
         kubelet_root=getattr(provider, "kubelet_root", Settings.kubelet_root),
     )
     with timings.phase("deploy"):
         node = _pick_node(kubectl, pytestconfig.getoption("--node"))
-        s = Stack(kubectl, Helm(provider.kubeconfig), provider.images, node, settings)
+        s = Stack(
+            kubectl,
+            Helm(provider.kubeconfig),
+            provider.images,
+            node,
+            tmp_path_factory.mktemp("stack"),
+            settings,
+        )
         s.deploy_helper()
         gpus = len([d for d in s.node_devices() if d.uuid])
         s.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)

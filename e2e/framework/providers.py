@@ -53,6 +53,7 @@ class Provider:
     name = "base"
     kubeconfig: Path | None = None
     kubelet_root = "/var/lib/kubelet"
+    kubectl_bin: str | None = None  # None: KUBECTL or kubectl on PATH
     images: Images
 
     def setup(self) -> None:
@@ -136,7 +137,13 @@ class LocalProvider(Provider):
         return found
 
     def setup(self) -> None:
-        keys = ("KUBECONFIG", "ALLOCWATCH_IMAGE", "FAKEPLUGIN_IMAGE", "ALLOCWATCH_KUBELET_ROOT")
+        keys = (
+            "KUBECONFIG",
+            "KUBECTL",
+            "ALLOCWATCH_IMAGE",
+            "FAKEPLUGIN_IMAGE",
+            "ALLOCWATCH_KUBELET_ROOT",
+        )
         env = {k: v for k, v in self.env.items() if k in keys}
         env.update(self._harness_env())
         if not env.get("KUBECONFIG"):
@@ -148,6 +155,20 @@ class LocalProvider(Provider):
             raise ProviderUnavailable(f"local provider: {self.kubeconfig} does not exist")
         self.images = Images.from_env(env, "local provider (run `make cluster-images`)")
         self.kubelet_root = env.get("ALLOCWATCH_KUBELET_ROOT", "/var/lib/kubelet")
+        self.kubectl_bin = self._kubectl(env)
+
+    def _kubectl(self, env: dict[str, str]) -> str | None:
+        """The harness's own kubectl (matching its API server) when it built one."""
+        if env.get("KUBECTL"):
+            return env["KUBECTL"]
+        state = Path(self.env.get("ALLOCWATCH_CLUSTER_STATE", self.DEFAULT_STATE))
+        bin_env = state / "bin.env"
+        k8s_bin = env.get("K8S_BIN") or (
+            read_env_file(bin_env).get("K8S_BIN") if bin_env.exists() else None
+        )
+        if k8s_bin and (Path(k8s_bin) / "kubectl").exists():
+            return str(Path(k8s_bin) / "kubectl")
+        return None
 
     def kubelet_restart_unsupported(self) -> str | None:
         script = self.harness / "restart-kubelet.sh"

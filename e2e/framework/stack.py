@@ -8,7 +8,6 @@ provider; when no watcher runs (after `helm uninstall`) the node helper reads it
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,10 +76,10 @@ class Stack:
     helm: Helm
     images: Images
     node: str
+    workdir: Path
     settings: Settings = field(default_factory=Settings)
     plugin_args: list[str] | None = None
     chart_installed: bool = False
-    _workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="aw-e2e-")))
 
     @property
     def ns(self) -> str:
@@ -226,7 +225,7 @@ class Stack:
 
     def install_chart(self) -> None:
         repository, tag = split_image(self.images.allocwatch)
-        values = self._workdir / "values.yaml"
+        values = self.workdir / "values.yaml"
         values.write_text(
             render(
                 "values.yaml.j2",
