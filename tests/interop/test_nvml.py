@@ -1,0 +1,198 @@
+"""Issue 6, test 2: what our watcher publishes is what NVML callers read.
+
+The real mock libnvidia-ml.so is loaded through pynvml in a separate, long-lived
+process (so its environment is clean and its override store lives across
+reads, as in any NVML consumer), with MOCK_NVML_OVERRIDES_TTL=100ms. Our
+watcher runs as the CLI against a fake kubelet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.interop.upstream import REPO, Upstream, load, memory
+from tests.support.fakekubelet import FakeKubelet, gpu_pod
+
+TOTAL = 42949672960
+RESERVED = 611319808
+APERTURE = TOTAL - RESERVED
+HALF = 21169176576
+UUID = "GPU-12345678-1234-1234-1234-12345678000{}"
+TTL_S = 0.1
+INTERVAL = "100ms"
+
+
+class Probe:
+    def __init__(self, upstream: Upstream, config: Path, overrides: Path, log: Path) -> None:
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (str(upstream.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p
+        )
+        env["MOCK_NVML_CONFIG"] = str(config)
+        env["MOCK_NVML_OVERRIDES"] = str(overrides)
+        env["MOCK_NVML_OVERRIDES_TTL"] = f"{int(TTL_S * 1000)}ms"
+        env["PYTHONPATH"] = str(REPO)
+        self.log = log
+        self._stderr = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.interop.nvml_probe"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            bufsize=1,
+            cwd=REPO,
+            env=env,
+        )
+        first = self._line()
+        assert first.get("ready") == 8, f"NVML did not come up: {first} {self.log.read_text()}"
+
+    def _line(self, timeout: float = 30.0) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"NVML probe did not answer within {timeout}s: {self.log.read_text()}"
+        line = self.proc.stdout.readline()
+        assert line, f"NVML probe exited {self.proc.poll()}: {self.log.read_text()}"
+        out: dict[str, Any] = json.loads(line)
+        return out
+
+    def read(self) -> list[dict[str, Any]]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        out = self._line()
+        assert "error" not in out, f"NVML error: {out['error']}"
+        devices: list[dict[str, Any]] = out["devices"]
+        return devices
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+
+@pytest.fixture
+def probe(upstream: Upstream, config_dir: Path, tmp_path: Path) -> Iterator[Probe]:
+    p = Probe(
+        upstream, config_dir / "config.yaml", config_dir / "overrides.yaml", tmp_path / "nvml.log"
+    )
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def nvml_memory(dev: dict[str, Any]) -> tuple[int, int]:
+    """(used, free) as NVML reports them, after checking v1 and v2 agree."""
+    v1, v2 = dev["v1"], dev["v2"]
+    assert (v1["used"], v1["free"]) == (v2["used"], v2["free"]), dev
+    return v1["used"], v1["free"]
+
+
+def expect_unchanged_capacity(devices: list[dict[str, Any]]) -> None:
+    for i, dev in enumerate(devices):
+        assert dev["uuid"] == UUID.format(i)
+        assert dev["v1"]["total"] == TOTAL, (i, dev)
+        assert dev["v2"]["total"] == TOTAL, (i, dev)
+        assert dev["v2"]["reserved"] == RESERVED, (i, dev)
+
+
+def wait_nvml(probe: Probe, want: dict[int, tuple[int, int]], timeout: float) -> float:
+    """Poll NVML until every device reads `want`; return the seconds it took."""
+    t0 = time.monotonic()
+    while True:
+        devices = probe.read()
+        got = {i: nvml_memory(d) for i, d in enumerate(devices)}
+        if got == want:
+            expect_unchanged_capacity(devices)
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"NVML still reads {got}, want {want}")
+        time.sleep(0.005)
+
+
+def wait_file(path: Path, want: dict[int, tuple[int, int]], timeout: float) -> None:
+    block = {str(i): {"used_bytes": u, "free_bytes": f} for i, (u, f) in want.items()}
+    deadline = time.monotonic() + timeout
+    while memory(load(path)) != block:
+        assert time.monotonic() < deadline, f"file still shows {memory(load(path))}"
+        time.sleep(0.005)
+
+
+def test_nvml_reads_our_published_memory(
+    probe: Probe, config_dir: Path, kubelet: FakeKubelet
+) -> None:
+    overrides = config_dir / "overrides.yaml"
+    idle = {i: (0, APERTURE) for i in range(8)}
+    # Before anything is published NVML serves the profile baseline.
+    wait_nvml(probe, idle, timeout=5)
+
+    watcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "allocwatch",
+            "--socket",
+            kubelet.socket_path,
+            "--config",
+            str(config_dir / "config.yaml"),
+            "--overrides",
+            str(overrides),
+            "--interval",
+            INTERVAL,
+            "--metrics-address",
+            "",
+        ],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_file(overrides, idle, timeout=15)
+        wait_nvml(probe, idle, timeout=5)
+
+        # A plain claim on GPU 3, and two time-slicing replicas of GPU 5.
+        kubelet.set_pods(
+            [
+                gpu_pod("ml", "trainer", [UUID.format(3)]),
+                gpu_pod("ml", "slice-a", [UUID.format(5) + "::0"]),
+                gpu_pod("ml", "slice-b", [UUID.format(5) + "::1"]),
+            ]
+        )
+        busy = dict(idle)
+        busy[3] = (HALF, APERTURE - HALF)
+        busy[5] = (APERTURE, 0)
+        wait_file(overrides, busy, timeout=10)
+        lag = wait_nvml(probe, busy, timeout=10)
+        # Seen by NVML within one TTL of the file (plus process scheduling slack).
+        assert lag <= TTL_S + 0.75, f"NVML took {lag:.3f}s after the file changed"
+
+        kubelet.set_pods([])
+        wait_file(overrides, idle, timeout=10)
+        lag = wait_nvml(probe, idle, timeout=10)
+        assert lag <= TTL_S + 0.75, f"NVML took {lag:.3f}s to return to idle"
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        _, err = watcher.communicate(timeout=10)
+    assert watcher.returncode == 0, err
+    # SIGTERM retracted our keys; NVML falls back to the profile, which is idle too.
+    assert memory(load(overrides)) == {}
+    wait_nvml(probe, idle, timeout=5)

@@ -1,0 +1,156 @@
+"""Issue 6, test 4: our watcher against `nvml-mock-ctl watch-allocations`.
+
+Both run, one after the other, against the same fake kubelet state, each into
+its own overrides file. Where upstream is correct the memory blocks must be
+identical. For the known upstream gaps (time-slicing/MPS `::N` replica ids and
+the renamed `nvidia.com/gpu.shared` resource) ours must be right and
+upstream's wrong; both halves are asserted, so this test notices if upstream
+fixes a gap.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.interop.upstream import REPO, Ctl, Upstream, load, memory, same, wait_for
+from tests.support.fakekubelet import FakeKubelet, gpu_pod
+
+APERTURE = 42949672960 - 611319808
+HALF = 21169176576
+UUID = "GPU-12345678-1234-1234-1234-12345678000{}"
+
+
+def two_containers(namespace: str, name: str, first: str, second: str) -> dict[str, Any]:
+    def container(cname: str, device: str) -> dict[str, Any]:
+        gpu = {"resource_name": "nvidia.com/gpu", "device_ids": [device]}
+        return {"name": cname, "devices": [gpu]}
+
+    return {
+        "namespace": namespace,
+        "name": name,
+        "containers": [container("init", first), container("main", second)],
+    }
+
+
+# Claims that upstream handles correctly.
+COMMON = [
+    gpu_pod("ml", "one", [UUID.format(0)]),  # dev0: 1 claim
+    gpu_pod("ml", "share-a", [UUID.format(1)]),  # dev1: 2 pods on one GPU
+    gpu_pod("ml", "share-b", [UUID.format(1)]),
+    gpu_pod("ml", "multi", [UUID.format(2), UUID.format(2), UUID.format(2)]),  # dev2: 3, clamped
+    two_containers("ml", "sidecar", UUID.format(4), UUID.format(3)),  # dev3 + dev4: 1 each
+    gpu_pod("ml", "ghost", ["GPU-does-not-exist"]),  # unknown: nothing
+    gpu_pod("ml", "amd", [UUID.format(6)], resource="amd.com/gpu"),  # other vendor: nothing
+    gpu_pod("ml", "nic", ["net-0"], resource="intel.com/sriov_netdevice"),
+    {"namespace": "ml", "name": "cpu-only", "containers": [{"name": "main", "devices": []}]},
+]
+# Claims upstream misses: replica ids and the renamed shared resource.
+GAPS = [
+    gpu_pod("ml", "slice-0", [UUID.format(5) + "::0"]),  # dev5: 2 replicas
+    gpu_pod("ml", "slice-1", [UUID.format(5) + "::1"]),
+    gpu_pod("ml", "shared", [UUID.format(6)], resource="nvidia.com/gpu.shared"),  # dev6: 1
+    gpu_pod("ml", "mps", [UUID.format(7) + "::3"]),  # dev7: 1 replica + 1 plain
+    gpu_pod("ml", "plain", [UUID.format(7)]),
+]
+
+
+def block(claims: list[int]) -> dict[str, dict[str, int]]:
+    out = {}
+    for i, n in enumerate(claims):
+        used = min(HALF * n, APERTURE)
+        out[str(i)] = {"used_bytes": used, "free_bytes": APERTURE - used}
+    return out
+
+
+def run_upstream(upstream: Upstream, kubelet: FakeKubelet, config: Path, target: Path) -> None:
+    """Run watch-allocations until it has published once, then stop it (exit 0)."""
+    ctl = Ctl(upstream, target, config)
+    proc = subprocess.Popen(
+        [
+            str(upstream.ctl),
+            "watch-allocations",
+            "--socket",
+            kubelet.socket_path,
+            "--interval",
+            "100ms",
+            "--used-fraction",
+            "0.5",
+        ],
+        env=ctl.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(memory(load(target))) == 8, 15, "upstream's first publish")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert out.startswith("watch-allocations: 8 GPUs"), out
+
+
+def run_ours(kubelet: FakeKubelet, config: Path, target: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "allocwatch",
+            "--once",
+            "--socket",
+            kubelet.socket_path,
+            "--config",
+            str(config),
+            "--overrides",
+            str(target),
+            "--metrics-address",
+            "",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_same_where_upstream_is_right(
+    upstream: Upstream, config_dir: Path, kubelet: FakeKubelet
+) -> None:
+    config = config_dir / "config.yaml"
+    kubelet.set_pods(COMMON)
+    theirs, ours = config_dir / "upstream.yaml", config_dir / "ours.yaml"
+    run_upstream(upstream, kubelet, config, theirs)
+    run_ours(kubelet, config, ours)
+    want = block([1, 2, 3, 1, 1, 0, 0, 0])
+    assert same(memory(load(theirs)), want)
+    assert same(memory(load(ours)), want)
+
+    # Drop-in: on upstream's own file, with the same state, we find nothing to change.
+    before = (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes())
+    run_ours(kubelet, config, theirs)
+    assert (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes()) == before
+
+
+def test_known_upstream_gaps(upstream: Upstream, config_dir: Path, kubelet: FakeKubelet) -> None:
+    config = config_dir / "config.yaml"
+    kubelet.set_pods(COMMON + GAPS)
+    theirs, ours = config_dir / "upstream.yaml", config_dir / "ours.yaml"
+    run_upstream(upstream, kubelet, config, theirs)
+    run_ours(kubelet, config, ours)
+    upstream_mem, our_mem = memory(load(theirs)), memory(load(ours))
+
+    right = block([1, 2, 3, 1, 1, 2, 1, 2])
+    upstream_sees = block([1, 2, 3, 1, 1, 0, 0, 1])  # replicas and gpu.shared ignored
+    assert same(our_mem, right)
+    assert same(upstream_mem, upstream_sees)
+    # identical on every device the gaps do not touch
+    for dev in ("0", "1", "2", "3", "4"):
+        assert same(our_mem[dev], upstream_mem[dev]), dev
+    for dev in ("5", "6", "7"):
+        assert not same(our_mem[dev], upstream_mem[dev]), dev

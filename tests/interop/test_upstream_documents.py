@@ -1,0 +1,124 @@
+"""Issue 6, test 3: publishing over documents that nvml-mock-ctl wrote.
+
+nvml-mock-ctl fills the file with temperature, P-state, NVLink errors, fan,
+utilization (including a `null`), failure injection and a sibling key inside
+`memory`. Our watcher (the CLI, `--once`) then publishes a claim state. Every
+key that is not ours must come back with the same value and type, and
+nvml-mock-ctl must read the result exactly as the file says.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.interop.upstream import REPO, Ctl, Upstream, load, memory, same, without_memory
+from tests.support.fakekubelet import FakeKubelet, gpu_pod
+
+APERTURE = 42949672960 - 611319808
+HALF = 21169176576
+UUID = "GPU-12345678-1234-1234-1234-12345678000{}"
+
+UPSTREAM_STEPS = [
+    ["temp", "--gpu", "0", "85"],
+    ["pstate", "--gpu", "all", "8"],
+    ["nvlink-error", "--gpu", "1", "--links", "0,1", "5"],
+    ["fan", "--gpu", "2", "60"],
+    ["util", "--gpu", "3", "30"],
+    ["fail", "--gpu", "4", "--mode", "ecc_uncorrectable", "--xid", "48"],
+    ["set", "--gpu", "5", "thermal.temperature_gpu_c=70", "performance_state=P2"],
+    ["set", "--gpu", "7", "memory.memory_bus_width=4096"],
+]
+
+
+def allocwatch_once(kubelet: FakeKubelet, config: Path, overrides: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "allocwatch",
+            "--once",
+            "--socket",
+            kubelet.socket_path,
+            "--config",
+            str(config),
+            "--overrides",
+            str(overrides),
+            "--metrics-address",
+            "",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def fingerprint(path: Path) -> tuple[int, int, bytes]:
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns, path.read_bytes()
+
+
+def test_foreign_keys_survive_and_status_agrees(
+    upstream: Upstream, config_dir: Path, kubelet: FakeKubelet
+) -> None:
+    config = config_dir / "config.yaml"
+    overrides = config_dir / "overrides.yaml"
+    ctl = Ctl(upstream, overrides, config)
+    for step in UPSTREAM_STEPS:
+        ctl.ok(*step)
+    theirs = load(overrides)
+    assert not memory(theirs)
+    # the document really carries what the steps say, in nvml-mock-ctl's own types
+    assert theirs["devices"]["2"]["fan"]["speed_percent"] == "60"
+    assert theirs["devices"]["3"]["dynamic_metrics"]["utilization"] is None
+    assert theirs["devices"]["7"]["memory"] == {"memory_bus_width": 4096}
+    assert same(ctl.status(), theirs)
+
+    kubelet.set_pods(
+        [
+            gpu_pod("ml", "a", [UUID.format(0)]),
+            gpu_pod("ml", "b", [UUID.format(1)]),
+            gpu_pod("ml", "c", [UUID.format(1)]),
+            gpu_pod("ml", "d", [UUID.format(7)]),
+        ]
+    )
+    allocwatch_once(kubelet, config, overrides)
+    ours = load(overrides)
+    assert stat.S_IMODE(os.stat(overrides).st_mode) == 0o644
+
+    # every non-memory key, with equal value and type
+    assert same(without_memory(ours), theirs)
+    # and our readings for every device, as integers
+    want = {str(i): {"used_bytes": 0, "free_bytes": APERTURE} for i in range(8)}
+    want["0"] = {"used_bytes": HALF, "free_bytes": APERTURE - HALF}
+    want["1"] = {"used_bytes": APERTURE, "free_bytes": 0}
+    want["7"] = {"used_bytes": HALF, "free_bytes": APERTURE - HALF}
+    assert same(memory(ours), want)
+    assert ours["devices"]["7"]["memory"]["memory_bus_width"] == 4096
+
+    # nvml-mock-ctl reads exactly that, whole and per device
+    assert same(ctl.status(), ours)
+    per_device = ctl.status("--gpu", "7")
+    assert same(per_device["devices"], {"7": ours["devices"]["7"]})
+    assert same(per_device.get("all"), ours.get("all"))
+
+    # Nothing changed: a second publish does not touch the file.
+    before = fingerprint(overrides)
+    allocwatch_once(kubelet, config, overrides)
+    assert fingerprint(overrides) == before
+
+    # nvml-mock-ctl mutates on top of our values (exit 0, not 2) and keeps them...
+    ctl.ok("temp", "--gpu", "1", "90")
+    ctl.ok("fail", "--gpu", "4", "--mode", "healthy")
+    rewritten = load(overrides)
+    assert same(memory(rewritten), want)
+    # ...and its go-yaml rewrite of the same values is no reason for us to write.
+    before = fingerprint(overrides)
+    allocwatch_once(kubelet, config, overrides)
+    assert fingerprint(overrides) == before
