@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Stop the local cluster and undo what cluster-up and cluster-images did to the
+# machine, leaving the caches (and containerd's imported images) in place:
+#   1. delete every workload and pod through the API, so the kubelet stops the
+#      sandboxes properly (CNI teardown, volume unmounts);
+#   2. stop each process we started, by pid file only (SIGTERM, up to 20 s,
+#      then SIGKILL);
+#   3. remove leftovers a killed kubelet/containerd may leave: containers,
+#      mounts under /var/lib/kubelet, /run/netns/cni-* and containerd's run
+#      dir, the cni0 bridge, CNI-* iptables chains, IP leases, pod cgroups;
+#   4. remove the etcd data and kubelet state, so the next cluster-up starts
+#      from an empty API.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || die "run as root"
+bin_dirs
+
+# --------------------------------------------------------------- 1. workloads
+if pid_alive kube-apiserver && kc get --raw /readyz >/dev/null 2>&1; then
+  log "deleting workloads and pods"
+  kc delete daemonsets,deployments,replicasets,statefulsets,jobs,pods --all --all-namespaces \
+    --wait=false >/dev/null 2>&1 || true
+  if pid_alive kubelet; then
+    for _ in $(seq 1 60); do
+      [ -z "$(kc get pods -A -o name 2>/dev/null)" ] && break
+      sleep 1
+    done
+  fi
+  kc delete pods --all --all-namespaces --force --grace-period=0 >/dev/null 2>&1 || true
+  # The kubelet stops a deleted pod's sandbox (and tears its network down)
+  # right after the pod object is gone; wait for the running tasks to go.
+  if pid_alive kubelet && pid_alive containerd; then
+    for _ in $(seq 1 30); do
+      [ -z "$(ctr -n k8s.io tasks ls -q 2>/dev/null)" ] && break
+      sleep 1
+    done
+  fi
+fi
+
+# --------------------------------------------------------------- 2. processes
+for name in kube-controller-manager kube-scheduler kubelet kube-apiserver etcd dockerd; do
+  stop_pid "$name"
+done
+
+# Containers left behind (e.g. the API was already down): kill and delete them
+# while containerd still runs. Their network is cleaned up below.
+if pid_alive containerd; then
+  for ns in k8s.io moby; do
+    for id in $(ctr -n "$ns" tasks ls -q 2>/dev/null); do
+      ctr -n "$ns" tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true
+    done
+    sleep 1
+    for id in $(ctr -n "$ns" tasks ls -q 2>/dev/null); do
+      ctr -n "$ns" tasks delete -f "$id" >/dev/null 2>&1 || true
+    done
+    for id in $(ctr -n "$ns" containers ls -q 2>/dev/null); do
+      ctr -n "$ns" containers delete "$id" >/dev/null 2>&1 || true
+    done
+  done
+fi
+stop_pid containerd
+
+# Shims are containerd's children but outlive it by design. Only shims bound to
+# our containerd's socket are ours; any left now belong to killed containers.
+for p in /proc/[0-9]*; do
+  cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+  case $cmd in
+    *containerd-shim*"-address $CONTAINERD_SOCK "*)
+      log "killing leftover shim ${p#/proc/}"; kill -KILL "${p#/proc/}" 2>/dev/null || true ;;
+  esac
+done
+
+# --------------------------------------------------------------- 3. leftovers
+# Unmount deepest first: pod volumes, sandbox netns and shm, task rootfs.
+mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E '^(/var/lib/kubelet/|/run/netns/cni-|/run/containerd/|/var/lib/containerd/)' | sort -r)
+for m in "${mounts[@]}"; do
+  umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
+done
+rm -f /run/netns/cni-*
+
+if ip link show cni0 >/dev/null 2>&1; then
+  log "removing bridge cni0"
+  ip link delete cni0
+fi
+
+# CNI-* chains come from the bridge (ipMasq), portmap and firewall plugins.
+# Drop the jumps from the built-in chains, then flush and delete the chains.
+for table in filter nat; do
+  iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' |
+    while read -r rule; do
+      # shellcheck disable=SC2086
+      iptables -t "$table" ${rule/-A /-D } 2>/dev/null || true
+    done
+  chains=$(iptables -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
+  for c in $chains; do iptables -t "$table" -F "$c" 2>/dev/null || true; done
+  for c in $chains; do iptables -t "$table" -X "$c" 2>/dev/null || true; done
+done
+
+rm -rf /var/lib/cni/networks/k8s-pod-network /var/lib/cni/results/k8s-pod-network-*
+rm -f /etc/cni/net.d/10-k8s-bridge.conflist
+
+# Empty pod cgroups the kubelet leaves when it stops (rmdir only removes
+# empty cgroups, so nothing alive is touched).
+for d in /sys/fs/cgroup/*/kubepods; do
+  [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+done
+
+# --------------------------------------------------------------- 4. state
+if findmnt -rn -o TARGET | grep -q '^/var/lib/kubelet/'; then
+  log "mounts remain under /var/lib/kubelet; keeping it"
+else
+  rm -rf --one-file-system /var/lib/kubelet
+fi
+rm -rf "$STATE/etcd" /var/log/pods /var/log/containers
+
+# --------------------------------------------------------------- report
+left=""
+for f in "$RUNDIR"/*.pid; do [ -e "$f" ] && pid_alive "$(basename "$f" .pid)" && left="$left $(basename "$f" .pid)"; done
+[ -z "$left" ] || die "still running:$left"
+ip link show cni0 >/dev/null 2>&1 && die "cni0 still present"
+if findmnt -rn -o TARGET | grep -qE '^(/var/lib/kubelet/|/run/netns/cni-)'; then
+  die "mounts remain: $(findmnt -rn -o TARGET | grep -E '^(/var/lib/kubelet/|/run/netns/cni-)' | tr '\n' ' ')"
+fi
+log "cluster down; caches kept in $CACHE, logs in $LOGDIR"

@@ -1,0 +1,160 @@
+# Shared settings and helpers for the hack/cluster scripts. Sourced, not run.
+#
+# Three directories hold everything:
+#   $CACHE  (ALLOCWATCH_CACHE, default /var/cache/allocwatch): Go module and
+#           build caches, built binaries keyed by version, the rootfs tarball
+#           and image tarballs. Survives cluster-down.
+#   $STATE  (ALLOCWATCH_CLUSTER_STATE, default /var/lib/allocwatch-cluster):
+#           PKI, kubeconfigs, component configs, etcd data, pid files.
+#   $LOGDIR (ALLOCWATCH_CLUSTER_LOGS, default /var/log/allocwatch-cluster):
+#           one <component>.log per daemon.
+
+CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$CLUSTER_DIR/../.." && pwd)
+
+CACHE=${ALLOCWATCH_CACHE:-/var/cache/allocwatch}
+STATE=${ALLOCWATCH_CLUSTER_STATE:-/var/lib/allocwatch-cluster}
+LOGDIR=${ALLOCWATCH_CLUSTER_LOGS:-/var/log/allocwatch-cluster}
+RUNDIR=$STATE/run   # pid files
+PKI=$STATE/pki
+
+# Versions come from the committed go.mod files, so bumping a pin there is
+# the only edit needed and the cache key follows automatically.
+K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$CLUSTER_DIR/k8s/go.mod")
+ETCD_VERSION=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$CLUSTER_DIR/etcd/go.mod")
+
+NODE_NAME=${ALLOCWATCH_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+CONTAINERD_SOCK=/run/containerd/containerd.sock
+POD_CIDR=10.244.0.0/24
+SERVICE_CIDR=10.0.0.0/24
+APISERVER_PORT=6443
+ADMIN_KUBECONFIG=$STATE/admin.kubeconfig
+
+find_go() {
+  if command -v go >/dev/null 2>&1; then command -v go
+  elif [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go
+  else return 1
+  fi
+}
+
+# go_env: everything a build needs lives under $CACHE, never under $HOME, and
+# the local toolchain is used as is (no toolchain downloads).
+go_env() {
+  GO=$(find_go) || die "no Go toolchain found (need go >= 1.25 on PATH or in /usr/local/go)"
+  export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+  export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOPATH=$CACHE/gopath
+  GO_VERSION=$("$GO" env GOVERSION)
+  GOOS_ARCH=$("$GO" env GOOS)-$("$GO" env GOARCH)
+  K8S_BIN=$CACHE/bin/k8s-$K8S_VERSION-$GO_VERSION-$GOOS_ARCH
+  ETCD_BIN=$CACHE/bin/etcd-$ETCD_VERSION-$GO_VERSION-$GOOS_ARCH
+}
+
+# The bin directories are recorded once built so that scripts which only
+# run binaries (down.sh, env.sh) need no Go toolchain.
+bin_dirs() {
+  if [ -f "$STATE/bin.env" ]; then
+    # shellcheck disable=SC1091
+    . "$STATE/bin.env"
+  fi
+}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# show_log NAME: the tail of a component's log, for failure messages.
+show_log() {
+  local f=$LOGDIR/$1.log
+  if [ -f "$f" ]; then
+    printf '\n----- last 40 lines of %s -----\n' "$f" >&2
+    tail -n 40 "$f" >&2
+    printf -- '----- end of %s -----\n' "$f" >&2
+  fi
+}
+
+# pid_alive NAME: true when $RUNDIR/NAME.pid names a live process.
+pid_alive() {
+  local pid
+  [ -f "$RUNDIR/$1.pid" ] || return 1
+  pid=$(cat "$RUNDIR/$1.pid")
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+# start_daemon NAME CMD...: run CMD in the background with its output in
+# $LOGDIR/NAME.log and its pid in $RUNDIR/NAME.pid. setsid keeps the daemon
+# out of the caller's process group, so a Ctrl-C on make does not kill it.
+start_daemon() {
+  local name=$1; shift
+  mkdir -p "$RUNDIR" "$LOGDIR"
+  printf '\n===== %s starting %s\n' "$(date -Is)" "$name" >>"$LOGDIR/$name.log"
+  setsid "$@" >>"$LOGDIR/$name.log" 2>&1 </dev/null &
+  echo $! >"$RUNDIR/$name.pid"
+}
+
+# wait_for NAME TIMEOUT CMD...: poll CMD every half second until it succeeds;
+# fail with NAME's log if it does not within TIMEOUT seconds or NAME dies.
+wait_for() {
+  local name=$1 timeout=$2; shift 2
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    if [ -f "$RUNDIR/$name.pid" ] && ! pid_alive "$name"; then
+      show_log "$name"; die "$name exited"
+    fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      show_log "$name"; die "$name not ready after ${timeout}s"
+    fi
+    sleep 0.5
+  done
+}
+
+# stop_pid NAME: SIGTERM the process in NAME's pid file, wait up to 20 s,
+# then SIGKILL. Only ever signals the pid we recorded ourselves.
+stop_pid() {
+  local name=$1 pid i
+  [ -f "$RUNDIR/$name.pid" ] || return 0
+  pid=$(cat "$RUNDIR/$name.pid")
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    log "stopping $name (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 40); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name did not stop in 20 s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      sleep 0.5
+    fi
+  fi
+  rm -f "$RUNDIR/$name.pid"
+}
+
+kubectl_bin() {
+  bin_dirs
+  if [ -n "${K8S_BIN:-}" ] && [ -x "$K8S_BIN/kubectl" ]; then echo "$K8S_BIN/kubectl"
+  else command -v kubectl
+  fi
+}
+
+kc() { "$(kubectl_bin)" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+
+# The node's address: the source address of the default route (a route
+# lookup only, nothing is sent). The kubelet rejects a loopback node IP, so
+# this is the host's primary address; the API server reaches the kubelet on
+# it, which stays on this machine.
+node_ip() {
+  if [ -n "${ALLOCWATCH_NODE_IP:-}" ]; then echo "$ALLOCWATCH_NODE_IP"; return; fi
+  local ip
+  ip=$(ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+  [ -n "$ip" ] || ip=$(hostname -I | awk '{print $1}')
+  [ -n "$ip" ] || die "cannot determine the node IP; set ALLOCWATCH_NODE_IP"
+  echo "$ip"
+}
+
+# set_image_env KEY VALUE: record an image reference in $STATE/images.env,
+# the file the smoke and e2e tests read.
+set_image_env() {
+  local f=$STATE/images.env
+  mkdir -p "$STATE"; touch "$f"
+  sed -i "/^$1=/d" "$f"
+  echo "$1=$2" >>"$f"
+}

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Turn this machine into a one-node Kubernetes cluster (root, offline).
+# Idempotent: components that are already running (per their pid files) are
+# left alone, cached binaries and images are reused. Order:
+#   packages -> Go binaries -> PKI -> containerd -> node images -> etcd ->
+#   kube-apiserver -> kube-controller-manager -> kube-scheduler -> kubelet
+# and then waits until the node is Ready and the default ServiceAccount exists.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || die "run as root: the kubelet and containerd manage cgroups, mounts and iptables"
+started=$(date +%s)
+mkdir -p "$STATE" "$RUNDIR" "$LOGDIR"
+
+# ---------------------------------------------------------------- packages
+# Binary -> Debian package. apt-get update runs only when something is missing.
+declare -A PKGS=(
+  [containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
+  [iptables]=iptables [/bin/busybox]=busybox-static [gcc]=gcc [openssl]=openssl
+  [curl]=curl [ip]=iproute2 [mount]=mount [dpkg-query]=dpkg
+)
+missing=()
+for bin in "${!PKGS[@]}"; do
+  if [[ $bin == /* ]]; then [ -e "$bin" ] || missing+=("${PKGS[$bin]}")
+  else command -v "$bin" >/dev/null 2>&1 || missing+=("${PKGS[$bin]}")
+  fi
+done
+# gcc -static needs the C library's static archive.
+[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || missing+=(libc6-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ---------------------------------------------------------------- binaries
+"$CLUSTER_DIR/build.sh"
+bin_dirs
+
+# ---------------------------------------------------------------- PKI
+"$CLUSTER_DIR/pki.sh"
+NODE_IP=$(node_ip)
+
+# ---------------------------------------------------------------- containerd
+# The CNI conflist: 10- sorts before podman's 87-podman-bridge.conflist, and
+# the firewall plugin accepts pod traffic despite the FORWARD DROP policy.
+mkdir -p /etc/cni/net.d
+install -m 0644 "$CLUSTER_DIR/files/10-k8s-bridge.conflist" /etc/cni/net.d/10-k8s-bridge.conflist
+install -m 0644 "$CLUSTER_DIR/files/containerd.toml" "$STATE/containerd.toml"
+
+containerd_ok() { ctr --address "$CONTAINERD_SOCK" version; }
+if pid_alive containerd; then
+  log "containerd already running (pid $(cat "$RUNDIR/containerd.pid"))"
+else
+  if [ -S "$CONTAINERD_SOCK" ] && timeout 5 ctr --address "$CONTAINERD_SOCK" version >/dev/null 2>&1; then
+    die "a containerd that this harness did not start already serves $CONTAINERD_SOCK; stop it first (this harness never stops processes it did not start)"
+  fi
+  rm -f "$CONTAINERD_SOCK"
+  log "starting containerd"
+  start_daemon containerd containerd --config "$STATE/containerd.toml"
+  wait_for containerd 30 containerd_ok
+fi
+
+"$CLUSTER_DIR/node-images.sh"
+
+# ---------------------------------------------------------------- etcd
+# Plain HTTP on loopback only; the data dir is removed by cluster-down so every
+# cluster-up starts from an empty API.
+etcd_ok() { curl -fsS http://127.0.0.1:2379/health | grep -q '"health":"true"'; }
+if pid_alive etcd; then
+  log "etcd already running"
+else
+  log "starting etcd $ETCD_VERSION"
+  start_daemon etcd "$ETCD_BIN/etcd" --name local --data-dir "$STATE/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster local=http://127.0.0.1:2380 --initial-cluster-state new
+  wait_for etcd 30 etcd_ok
+fi
+
+# ---------------------------------------------------------------- kube-apiserver
+# Listens on 127.0.0.1 only. It advertises the node IP (the default
+# "kubernetes" Service endpoint must not be loopback); with no kube-proxy no
+# pod reaches it through the Service anyway, and the e2e pods do not need to.
+apiserver_ok() { kc get --raw /readyz; }
+if pid_alive kube-apiserver; then
+  log "kube-apiserver already running"
+else
+  log "starting kube-apiserver $K8S_VERSION"
+  start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
+    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" --advertise-address="$NODE_IP" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --client-ca-file="$PKI/ca.crt" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$PKI/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    --allow-privileged=true \
+    --profiling=false
+  wait_for kube-apiserver 90 apiserver_ok
+fi
+
+# ---------------------------------------------------------------- controllers
+# Default controller set (node lifecycle, daemonset, serviceaccount and its
+# token publisher, garbage collector, ...). No node CIDR allocation: the
+# conflist's host-local range is the pod network.
+if pid_alive kube-controller-manager; then
+  log "kube-controller-manager already running"
+else
+  log "starting kube-controller-manager"
+  start_daemon kube-controller-manager "$K8S_BIN/kube-controller-manager" \
+    --kubeconfig="$STATE/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$STATE/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$STATE/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    --root-ca-file="$PKI/ca.crt" \
+    --service-account-private-key-file="$PKI/sa.key" \
+    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
+    --allocate-node-cidrs=false \
+    --profiling=false
+fi
+if pid_alive kube-scheduler; then
+  log "kube-scheduler already running"
+else
+  log "starting kube-scheduler"
+  start_daemon kube-scheduler "$K8S_BIN/kube-scheduler" \
+    --kubeconfig="$STATE/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$STATE/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$STATE/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 \
+    --leader-elect=false \
+    --profiling=false
+fi
+healthz() { curl -fsSk "https://127.0.0.1:$1/healthz"; }
+wait_for kube-controller-manager 60 healthz 10257
+wait_for kube-scheduler 60 healthz 10259
+
+# ---------------------------------------------------------------- kubelet
+# See README.md for why each setting is needed on these machines.
+cat >"$STATE/kubelet-config.yaml" <<KCFG
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+cgroupDriver: cgroupfs
+failCgroupV1: false
+oomScoreAdj: 0
+maxOpenFiles: 20000
+failSwapOn: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "100Mi"
+  nodefs.available: "2%"
+  nodefs.inodesFree: "2%"
+  imagefs.available: "2%"
+address: $NODE_IP
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: $PKI/ca.crt
+authorization:
+  mode: Webhook
+clusterDomain: cluster.local
+podCIDR: $POD_CIDR
+resolvConf: /etc/resolv.conf
+rotateCertificates: false
+serializeImagePulls: false
+KCFG
+if pid_alive kubelet; then
+  log "kubelet already running"
+else
+  log "starting kubelet"
+  mkdir -p /var/lib/kubelet
+  start_daemon kubelet "$K8S_BIN/kubelet" \
+    --config="$STATE/kubelet-config.yaml" \
+    --kubeconfig="$STATE/kubelet.kubeconfig" \
+    --hostname-override="$NODE_NAME" \
+    --node-ip="$NODE_IP" \
+    --v=1
+fi
+kubelet_ok() { curl -fsS http://127.0.0.1:10248/healthz; }
+wait_for kubelet 60 kubelet_ok
+
+node_ready() {
+  [ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+log "waiting for node $NODE_NAME to be Ready"
+wait_for kubelet 180 node_ready
+# Pods in a namespace wait for its default ServiceAccount, which the
+# serviceaccount controller creates shortly after the API comes up.
+wait_for kube-controller-manager 60 kc -n default get serviceaccount default
+
+log "cluster up in $(( $(date +%s) - started ))s; logs in $LOGDIR, state in $STATE"
+kc get nodes -o wide
+echo "KUBECONFIG=$ADMIN_KUBECONFIG"
