@@ -57,11 +57,16 @@ def _option(config: pytest.Config, name: str) -> Any:
         return None
 
 
+def _cluster_name(option: str | None) -> str:
+    """pytest-kind's --cluster-name, unless it is left at pytest-kind's own default."""
+    return option if option and option != "pytest-kind" else "allocwatch-e2e"
+
+
 def make_provider(config: pytest.Config) -> Provider:
     name = config.getoption("--provider")
     if name == "kind":
         return KindProvider(
-            cluster_name=_option(config, "--cluster-name") or "allocwatch-e2e",
+            cluster_name=_cluster_name(_option(config, "--cluster-name")),
             kind_bin=_option(config, "--kind-bin"),
             kubectl_bin=_option(config, "--kind-kubectl-bin"),
             node_image=_option(config, "--kind-image"),
