@@ -168,7 +168,8 @@ class LocalProvider(Provider):
         )
         if k8s_bin and (Path(k8s_bin) / "kubectl").exists():
             return str(Path(k8s_bin) / "kubectl")
-        return None
+        # env.sh puts the cluster's kubectl first on PATH.
+        return shutil.which("kubectl", path=env["PATH"]) if env.get("PATH") else None
 
     def kubelet_restart_unsupported(self) -> str | None:
         script = self.harness / "restart-kubelet.sh"
