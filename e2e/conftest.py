@@ -120,28 +120,27 @@ def stack(
         stage=pytestconfig.getoption("--nvml-mock") == "stage",
         kubelet_root=getattr(provider, "kubelet_root", Settings.kubelet_root),
     )
-    with timings.phase("deploy"):
-        node = _pick_node(kubectl, pytestconfig.getoption("--node"))
-        s = Stack(
-            kubectl,
-            Helm(provider.kubeconfig),
-            provider.images,
-            node,
-            tmp_path_factory.mktemp("stack"),
-            settings,
-        )
-        s.deploy_helper()
-        gpus = len([d for d in s.node_devices() if d.uuid])
-        s.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
-        s.install_chart()
-    yield s
-    if pytestconfig.getoption("--e2e-keep"):
-        return
-    with timings.phase("cleanup"):
-        s.uninstall_chart()
-        kubectl.delete("daemonset", "fakeplugin", "-n", s.ns, wait=True)
-        s.unstage()
-        kubectl.delete("namespace", s.ns, wait=True)
+    keep = pytestconfig.getoption("--e2e-keep")
+    node = _pick_node(kubectl, pytestconfig.getoption("--node"))
+    s = Stack(
+        kubectl,
+        Helm(provider.kubeconfig),
+        provider.images,
+        node,
+        tmp_path_factory.mktemp("stack"),
+        settings,
+    )
+    try:
+        with timings.phase("deploy"):
+            s.deploy_helper()
+            gpus = len([d for d in s.node_devices() if d.uuid])
+            s.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
+            s.install_chart()
+        yield s
+    finally:
+        if not keep:
+            with timings.phase("cleanup"):
+                s.cleanup()
 
 
 @pytest.fixture(scope="session")
@@ -151,8 +150,8 @@ def expect(stack: Stack) -> Expectation:
 
 @pytest.fixture
 def deployed(stack: Stack, expect: Expectation) -> Stack:
-    """The stack as every test starts from it: default plugin, chart installed, node idle."""
-    gpus = len(expect.devices)
+    """The stack as every test starts from it: the default plugin, the chart installed."""
+    gpus = len(expect.uuids)
     stack.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
     stack.ensure_chart()
     return stack

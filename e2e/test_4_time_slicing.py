@@ -17,14 +17,14 @@ from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Stack
 
 @pytest.fixture
 def shared_uuid(deployed: Stack, expect: Expectation) -> Iterator[str]:
-    shared = expect.devices[1 if len(expect.devices) > 1 else 0].uuid
+    shared = expect.uuids[1 if len(expect.uuids) > 1 else 0]
     args = ["--replicas", "2"]
     for uuid in expect.uuids:
         if uuid != shared:
             args += ["--unhealthy", uuid]
-    deployed.deploy_plugin(args, allocatable=2, capacity=2 * len(expect.devices))
+    deployed.deploy_plugin(args, allocatable=2, capacity=2 * len(expect.uuids))
     yield shared
-    n = len(expect.devices)
+    n = len(expect.uuids)
     deployed.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=n, capacity=n)
 
 

@@ -37,7 +37,7 @@ def test_kubelet_restart(
         interval=1,
         diagnostics=deployed.diagnostics,
     )
-    n = len(expect.devices)
+    n = len(expect.uuids)
     wait_until(
         lambda: deployed.allocatable() == n and deployed.ready_pod(WATCHER_LABELS),
         90,

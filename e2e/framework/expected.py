@@ -28,7 +28,8 @@ class Expectation:
 
     @property
     def uuids(self) -> list[str]:
-        return [d.uuid for d in self.devices]
+        """The UUIDs a device plugin can advertise (devices without one are skipped)."""
+        return [d.uuid for d in self.devices if d.uuid]
 
     def aperture(self, index: int) -> int:
         device = next(d for d in self.devices if d.index == index)

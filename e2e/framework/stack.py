@@ -116,6 +116,8 @@ class Stack:
 
     def deploy_helper(self) -> None:
         self.kubectl.apply(render("namespace.yaml.j2", namespace=self.ns))
+        # GPU pods left by an interrupted run would hold devices.
+        self.kubectl.delete("pods", "-n", self.ns, "-l", GPU_POD_LABELS, wait=True)
         profile = self.settings.profile.read_text() if self.settings.stage else ""
         self.kubectl.apply(
             render(
@@ -324,6 +326,25 @@ class Stack:
         wait_until(
             gone, timeout, f"pods {', '.join(names)} to be gone", diagnostics=self.diagnostics
         )
+
+    # --- teardown ------------------------------------------------------------
+
+    def cleanup(self) -> None:
+        """Best effort, in order: chart, plugin, staged files, namespace."""
+        steps = [
+            self.uninstall_chart,
+            lambda: self.kubectl.delete("daemonset", "fakeplugin", "-n", self.ns, wait=True),
+            self.unstage,
+            lambda: self.kubectl.delete("namespace", self.ns, wait=True),
+        ]
+        errors = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:  # keep cleaning; report at the end
+                errors.append(f"{type(exc).__name__}: {exc}")
+        if errors:
+            raise RuntimeError("cleanup failed:\n" + "\n".join(errors))
 
     # --- diagnostics -------------------------------------------------------------
 
