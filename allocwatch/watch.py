@@ -110,6 +110,10 @@ class Watcher:
         claims: dict[int, int],
         wrote: bool,
     ) -> None:
+        if readings == self._readings and claims == self._claims:
+            if wrote:
+                log.info("rewrote %s: it was missing or edited on disk", self.publisher.path)
+            return  # a quiet poll: the gauges already hold these values
         changed = False
         if set(readings) != set(self._readings):
             self.metrics.forget_devices()  # drop series of devices that left the profile
