@@ -331,26 +331,26 @@ class OverridesPublisher:
         stop: threading.Event | None,
         create: bool = True,
     ) -> PublishResult:
-        # Fast path without the lock: the file is only ever replaced by rename.
-        try:
-            doc, _ = self._current()
-        except DocumentError as exc:
-            raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
-        if doc is None and not create:
-            return PublishResult(wrote=False)
-        if doc is not None and satisfied(doc):
+        def needed() -> tuple[bool, Document | None, int | None]:
+            try:
+                doc, mtime_ns = self._current()
+            except DocumentError as exc:
+                raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
+            if doc is None:
+                return create, doc, mtime_ns
+            return not satisfied(doc), doc, mtime_ns
+
+        # Check without the lock first: the file is only ever replaced by
+        # rename, so this read sees a whole document, and idle polls stay
+        # off the lock that nvml-mock-ctl also takes.
+        if not needed()[0]:
             return PublishResult(wrote=False)
         if not self.path.parent.is_dir():
             # Never create nvml-mock's directories (it may be uninstalled).
             raise PublishError(f"write {self.path}: directory {self.path.parent} does not exist")
         with self._locked(stop):
-            try:
-                doc, mtime_ns = self._current()
-            except DocumentError as exc:
-                raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
-            if doc is None and not create:
-                return PublishResult(wrote=False)
-            if doc is not None and satisfied(doc):
+            wanted, doc, mtime_ns = needed()  # again: another writer may have been first
+            if not wanted:
                 return PublishResult(wrote=False)
             merged = change(doc if doc is not None else {})
             try:
