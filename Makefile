@@ -9,8 +9,10 @@ IMAGE_TAG ?= $(shell $(PY) -c 'import allocwatch; print(allocwatch.__version__)'
 IMAGE ?= $(IMAGE_REPO):$(IMAGE_TAG)
 BASE_IMAGE ?=
 DOCKER ?= docker
+# pip inside the build reaches the package index only over the host network here
+DOCKER_BUILD_FLAGS ?= --network host
 
-.PHONY: venv test lint proto bench bench-compare image image-size upstream \
+.PHONY: venv test lint proto bench bench-compare image image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 venv: $(VENV)/.installed
@@ -46,7 +48,11 @@ upstream:
 
 ## image: build the watcher image (BASE_IMAGE=... for a local base)
 image:
-	$(DOCKER) build -f image/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE) .
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE) .
+
+## image-fakeplugin: the fake device plugin used by the e2e tests
+image-fakeplugin:
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile --target fakeplugin $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE_REPO)-fakeplugin:$(IMAGE_TAG) .
 
 image-size:
 	@$(DOCKER) image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%s %.1f MiB\n", "$(IMAGE)", $$1/1048576}'
