@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -98,17 +100,7 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 pass  # probes every few seconds would drown the change log
 
-        ThreadingHTTPServer.allow_reuse_address = True
-        ThreadingHTTPServer.daemon_threads = True
-        server_class = ThreadingHTTPServer
-        if ":" in host:
-            import socket
-
-            class V6Server(ThreadingHTTPServer):
-                address_family = socket.AF_INET6
-
-            server_class = V6Server
-        self._server = server_class((host, port), Handler)
+        self._server = _bind(host, port, Handler)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="health", daemon=True
@@ -120,6 +112,32 @@ class HealthServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class _Server(ThreadingHTTPServer):
+    allow_reuse_address = True
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+    def server_bind(self) -> None:
+        # An empty host means every address: accept IPv4 too on the v6 socket.
+        with contextlib.suppress(OSError):
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        super().server_bind()
+
+
+def _bind(host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    if ":" in host:
+        return _Server6((host, port), handler)
+    if host == "" and socket.has_ipv6:
+        try:  # dual stack, so probes work on IPv6-only clusters as well
+            return _Server6(("::", port), handler)
+        except OSError:
+            pass  # no IPv6 on this host
+    return _Server((host, port), handler)
 
 
 def parse_address(address: str) -> tuple[str, int]:

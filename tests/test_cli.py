@@ -258,3 +258,16 @@ def test_sigterm_during_a_hung_list_exits_within_a_second(
     assert code == 0
     assert took < 1.0, f"shutdown took {took:.2f}s"
     assert memory(target) == {}
+
+
+def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
+    from allocwatch.metrics import HealthServer, Metrics
+
+    server = HealthServer(":0", Metrics(), lambda: (True, "ok"))
+    server.start()
+    try:
+        for host in ("127.0.0.1", "[::1]"):
+            with urllib.request.urlopen(f"http://{host}:{server.port}/healthz", timeout=5) as r:
+                assert r.read() == b"ok\n"
+    finally:
+        server.stop()
