@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from allocwatch.metrics import HealthServer, Metrics
 from allocwatch.overrides import parse_document
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.support.fakekubelet import REPO_ROOT, FakeKubelet, gpu_pod
@@ -261,8 +262,6 @@ def test_sigterm_during_a_hung_list_exits_within_a_second(
 
 
 def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
-    from allocwatch.metrics import HealthServer, Metrics
-
     server = HealthServer(":0", Metrics(), lambda: (True, "ok"))
     server.start()
     try:
