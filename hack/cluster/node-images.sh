@@ -21,7 +21,7 @@ if [ ! -f "$pause_tar" ]; then
   python3 "$CLUSTER_DIR/mkimage.py" "$work/pause" "$PAUSE_REF" "$pause_tar" --entrypoint '["/pause"]'
 fi
 
-bb_version=$(dpkg-query -W -f '${Version}' busybox-static | tr -c 'A-Za-z0-9_.\n-' '-')
+bb_version=$(dpkg-query -W -f '${Version}' busybox-static | sed 's/^[0-9]*://' | tr -c 'A-Za-z0-9_.\n-' '-')
 BUSYBOX_REF=localhost/busybox:$bb_version
 busybox_tar=$IMG/busybox-$bb_version.tar
 if [ ! -f "$busybox_tar" ]; then
