@@ -15,7 +15,8 @@ build_k8s() {
   if [ -x "$K8S_BIN/kubelet" ]; then
     log "reusing $K8S_BIN"; return
   fi
-  local tmp=$K8S_BIN.tmp.$$ start=$(date +%s)
+  local tmp=$K8S_BIN.tmp.$$ start
+  start=$(date +%s)
   local major minor
   major=$(echo "$K8S_VERSION" | sed -E 's/^v([0-9]+)\..*/\1/')
   minor=$(echo "$K8S_VERSION" | sed -E 's/^v[0-9]+\.([0-9]+)\..*/\1/')
@@ -39,7 +40,8 @@ build_etcd() {
   if [ -x "$ETCD_BIN/etcd" ]; then
     log "reusing $ETCD_BIN"; return
   fi
-  local tmp=$ETCD_BIN.tmp.$$ start=$(date +%s)
+  local tmp=$ETCD_BIN.tmp.$$ start
+  start=$(date +%s)
   mkdir -p "$tmp"
   log "building etcd $ETCD_VERSION into $ETCD_BIN"
   (cd "$CLUSTER_DIR/etcd" && "$GO" build -trimpath -ldflags "-s -w" -o "$tmp/etcd" .)

@@ -73,7 +73,7 @@ done
 
 # --------------------------------------------------------------- 3. leftovers
 # Unmount deepest first: pod volumes, sandbox netns and shm, task rootfs.
-mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E '^(/var/lib/kubelet/|/run/netns/cni-|/run/containerd/|/var/lib/containerd/)' | sort -r)
+mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E "^(/var/lib/kubelet/|/run/netns/cni-|/run/containerd/|/var/lib/containerd/|/run/allocwatch-cluster/|$STATE/)" | sort -r)
 for m in "${mounts[@]}"; do
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
 done
@@ -87,11 +87,11 @@ fi
 # CNI-* chains come from the bridge (ipMasq), portmap and firewall plugins.
 # Drop the jumps from the built-in chains, then flush and delete the chains.
 for table in filter nat; do
-  iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' |
-    while read -r rule; do
-      # shellcheck disable=SC2086
-      iptables -t "$table" ${rule/-A /-D } 2>/dev/null || true
-    done
+  jumps=$(iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' || true)
+  while read -r rule; do
+    # shellcheck disable=SC2086
+    [ -z "$rule" ] || iptables -t "$table" ${rule/-A /-D } 2>/dev/null || true
+  done <<<"$jumps"
   chains=$(iptables -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
   for c in $chains; do iptables -t "$table" -F "$c" 2>/dev/null || true; done
   for c in $chains; do iptables -t "$table" -X "$c" 2>/dev/null || true; done
@@ -103,7 +103,7 @@ rm -f /etc/cni/net.d/10-k8s-bridge.conflist
 # Empty pod cgroups the kubelet leaves when it stops (rmdir only removes
 # empty cgroups, so nothing alive is touched).
 for d in /sys/fs/cgroup/*/kubepods; do
-  [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
 done
 
 # --------------------------------------------------------------- 4. state

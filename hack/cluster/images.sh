@@ -44,7 +44,8 @@ apt_mirror() {
 mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
 mirror=${mirror:-http://deb.debian.org/debian}
 cas=$(find /usr/local/share/ca-certificates -name '*.crt' -type f 2>/dev/null | sort)
-key=$( { echo "$SUITE $INCLUDE"; [ -z "$cas" ] || cat $cas; } | sha256sum | cut -c1-12)
+ca_sums=$(for crt in $cas; do sha256sum "$crt"; done)
+key=$(printf '%s\n%s\n' "$SUITE $INCLUDE" "$ca_sums" | sha256sum | cut -c1-12)
 rootfs_tar=$CACHE/rootfs/$SUITE-py-$key.tar
 if [ ! -f "$rootfs_tar" ]; then
   log "debootstrap $SUITE ($INCLUDE) from $mirror (about a minute)"

@@ -1,4 +1,5 @@
 # Shared settings and helpers for the hack/cluster scripts. Sourced, not run.
+# shellcheck shell=bash disable=SC2034
 #
 # Three directories hold everything:
 #   $CACHE  (ALLOCWATCH_CACHE, default /var/cache/allocwatch): Go module and
