@@ -64,7 +64,7 @@ stop_pid containerd
 # Shims are containerd's children but outlive it by design. Only shims bound to
 # our containerd's socket are ours; any left now belong to killed containers.
 for p in /proc/[0-9]*; do
-  cmd=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+  cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
   case $cmd in
     *containerd-shim*"-address $CONTAINERD_SOCK "*)
       log "killing leftover shim ${p#/proc/}"; kill -KILL "${p#/proc/}" 2>/dev/null || true ;;
@@ -72,8 +72,10 @@ for p in /proc/[0-9]*; do
 done
 
 # --------------------------------------------------------------- 3. leftovers
-# Unmount deepest first: pod volumes, sandbox netns and shm, task rootfs.
-mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E "^(/var/lib/kubelet/|/run/netns/cni-|/run/containerd/|/var/lib/containerd/|/run/allocwatch-cluster/|$STATE/)" | sort -r)
+# Unmount deepest first: pod volumes, sandbox netns and shm, task rootfs, and
+# last the kubelet's bind mount of its own root dir (it makes /var/lib/kubelet
+# a shared mount point so volume mounts propagate).
+mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E "^(/var/lib/kubelet(/|$)|/run/netns/cni-|/run/containerd/|/var/lib/containerd/|/run/allocwatch-cluster/|$STATE/)" | sort -r)
 for m in "${mounts[@]}"; do
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
 done
@@ -89,8 +91,8 @@ fi
 for table in filter nat; do
   jumps=$(iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' || true)
   while read -r rule; do
-    # shellcheck disable=SC2086
-    [ -z "$rule" ] || iptables -t "$table" ${rule/-A /-D } 2>/dev/null || true
+    # iptables -S quotes comments shell-style, hence eval.
+    [ -z "$rule" ] || eval "iptables -t $table ${rule/-A /-D }" 2>/dev/null || true
   done <<<"$jumps"
   chains=$(iptables -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
   for c in $chains; do iptables -t "$table" -F "$c" 2>/dev/null || true; done
@@ -107,7 +109,7 @@ for d in /sys/fs/cgroup/*/kubepods; do
 done
 
 # --------------------------------------------------------------- 4. state
-if findmnt -rn -o TARGET | grep -q '^/var/lib/kubelet/'; then
+if findmnt -rn -o TARGET | grep -qE '^/var/lib/kubelet(/|$)'; then
   log "mounts remain under /var/lib/kubelet; keeping it"
 else
   rm -rf --one-file-system /var/lib/kubelet
@@ -119,7 +121,7 @@ left=""
 for f in "$RUNDIR"/*.pid; do [ -e "$f" ] && pid_alive "$(basename "$f" .pid)" && left="$left $(basename "$f" .pid)"; done
 [ -z "$left" ] || die "still running:$left"
 ip link show cni0 >/dev/null 2>&1 && die "cni0 still present"
-if findmnt -rn -o TARGET | grep -qE '^(/var/lib/kubelet/|/run/netns/cni-)'; then
-  die "mounts remain: $(findmnt -rn -o TARGET | grep -E '^(/var/lib/kubelet/|/run/netns/cni-)' | tr '\n' ' ')"
+if findmnt -rn -o TARGET | grep -qE '^(/var/lib/kubelet(/|$)|/run/netns/cni-)'; then
+  die "mounts remain: $(findmnt -rn -o TARGET | grep -E '^(/var/lib/kubelet(/|$)|/run/netns/cni-)' | tr '\n' ' ')"
 fi
 log "cluster down; caches kept in $CACHE, logs in $LOGDIR"
