@@ -94,14 +94,19 @@ if complete "$out"; then
   echo "$out"
   exit 0
 fi
-log "building $module@$version"
+log "building $module at $version"
 
 stage=$(mktemp -d "$root/.build-XXXXXX")
 trap 'rm -rf "$work" "$stage"' EXIT
 cd "$src"
 
+hint() {
+  log "build failed; if go.mod asks for a newer Go than $("$go" env GOVERSION), rerun with GOTOOLCHAIN=go1.27.3"
+  exit 1
+}
+
 # (a) the CLI, including `watch-allocations`.
-"$go" build -trimpath -o "$stage/nvml-mock-ctl" ./cmd/nvml-mock-ctl
+"$go" build -trimpath -o "$stage/nvml-mock-ctl" ./cmd/nvml-mock-ctl || hint
 
 # (b) the mock NVML library, linked the way upstream's pkg/gpu/mocknvml/Makefile
 # links it: soname libnvidia-ml.so.1, the unversioned NVML names aliased to
@@ -125,9 +130,16 @@ aliases=(
 ldflags="-Wl,-soname,libnvidia-ml.so.1"
 for a in "${aliases[@]}"; do ldflags+=" -Wl,--defsym,$a"; done
 lib=libnvidia-ml.so.$driver_version
+bridge=$src/pkg/gpu/mocknvml/bridge
+if [ ! -d "$bridge" ] && [ -z "${UPSTREAM_SRC:-}" ]; then
+  # A nested module is left out of the root module's zip: fetch it on its own.
+  (cd "$work" && "$go" mod download -json "$module/pkg/gpu/mocknvml/bridge@$commit" >bridge.json) || hint
+  bridge=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' "$work/bridge.json" | head -n1)
+fi
+cd "$bridge"
 CGO_LDFLAGS_ALLOW='--defsym|-soname' CGO_LDFLAGS="$ldflags" \
-  "$go" build -trimpath -tags nopadding -buildmode=c-shared -o "$stage/$lib" ./pkg/gpu/mocknvml/bridge
-rm -f "$stage/${lib%.so.*}.h" "$stage"/*.h
+  "$go" build -trimpath -tags nopadding -buildmode=c-shared -o "$stage/$lib" . || hint
+rm -f "$stage"/*.h
 ln -sf "$lib" "$stage/libnvidia-ml.so.1"
 ln -sf libnvidia-ml.so.1 "$stage/libnvidia-ml.so"
 echo "$module@$version ($commit)" >"$stage/SOURCE"
