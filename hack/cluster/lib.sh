@@ -159,3 +159,29 @@ set_image_env() {
   sed -i "/^$1=/d" "$f"
   echo "$1=$2" >>"$f"
 }
+
+# start_kubelet: start the kubelet with the config up.sh wrote. Shared by
+# up.sh and restart-kubelet.sh so a restart uses exactly the same flags.
+start_kubelet() {
+  bin_dirs
+  log "starting kubelet"
+  mkdir -p /var/lib/kubelet
+  start_daemon kubelet "$K8S_BIN/kubelet" \
+    --config="$STATE/kubelet-config.yaml" \
+    --kubeconfig="$STATE/kubelet.kubeconfig" \
+    --hostname-override="$NODE_NAME" \
+    --node-ip="$(node_ip)" \
+    --v=1
+}
+
+kubelet_ok() { curl -fsS http://127.0.0.1:10248/healthz; }
+node_ready() {
+  [ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# wait_kubelet_ready: the kubelet's healthz answers and the node is Ready.
+wait_kubelet_ready() {
+  wait_for kubelet 60 kubelet_ok
+  log "waiting for node $NODE_NAME to be Ready"
+  wait_for kubelet 180 node_ready
+}

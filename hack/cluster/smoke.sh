@@ -133,6 +133,7 @@ YAML
 poll 60 "pod consumer requesting $RESOURCE did not run" phase_is consumer Running
 ids=$(cd "$REPO_ROOT" && PYTHONPATH=$REPO_ROOT "$PYTHON" hack/cluster/smoke_device_plugin.py list \
   "$NS" consumer --resource "$RESOURCE") || fail "pod-resources List reports no $RESOURCE ids for consumer"
+# shellcheck disable=SC2016  # expanded by the container's shell
 env_ids=$(kc -n "$NS" exec consumer -- sh -c 'echo "$SMOKE_DEVICES"') || fail "no SMOKE_DEVICES in consumer"
 [ "$(echo "$ids" | wc -l)" = 1 ] || fail "expected 1 device id, pod-resources reports: $ids"
 [ "$ids" = "$env_ids" ] || fail "pod-resources ids '$ids' differ from the allocated '$env_ids'"

@@ -187,23 +187,9 @@ KCFG
 if pid_alive kubelet; then
   log "kubelet already running"
 else
-  log "starting kubelet"
-  mkdir -p /var/lib/kubelet
-  start_daemon kubelet "$K8S_BIN/kubelet" \
-    --config="$STATE/kubelet-config.yaml" \
-    --kubeconfig="$STATE/kubelet.kubeconfig" \
-    --hostname-override="$NODE_NAME" \
-    --node-ip="$NODE_IP" \
-    --v=1
+  start_kubelet
 fi
-kubelet_ok() { curl -fsS http://127.0.0.1:10248/healthz; }
-wait_for kubelet 60 kubelet_ok
-
-node_ready() {
-  [ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
-}
-log "waiting for node $NODE_NAME to be Ready"
-wait_for kubelet 180 node_ready
+wait_kubelet_ready
 # Pods in a namespace wait for its default ServiceAccount, which the
 # serviceaccount controller creates shortly after the API comes up.
 wait_for kube-controller-manager 60 kc -n default get serviceaccount default
