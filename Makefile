@@ -12,7 +12,7 @@ DOCKER ?= docker
 # pip inside the build reaches the package index only over the host network here
 DOCKER_BUILD_FLAGS ?= --network host
 
-.PHONY: venv test lint proto bench bench-compare image image-fakeplugin image-size upstream \
+.PHONY: venv test interop lint proto bench bench-compare image image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 venv: $(VENV)/.installed
@@ -22,9 +22,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,e2e]'
 	touch $@
 
-## test: lint, then every unit, integration, chart and interop test
+## test: lint, then every unit, integration and chart test
 test: lint
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --ignore=tests/interop
+
+## interop: against upstream nvml-mock-ctl and its mock libnvidia-ml.so (needs `make upstream`)
+interop: venv upstream
+	$(PY) -m pytest tests/interop
 
 lint: venv
 	$(VENV)/bin/ruff check .
