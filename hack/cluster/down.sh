@@ -43,6 +43,8 @@ for name in kube-controller-manager kube-scheduler kubelet kube-apiserver etcd d
   stop_pid "$name"
 done
 
+restore_sysctls
+
 # Containers left behind (e.g. the API was already down): kill and delete them
 # while containerd still runs. Their network is cleaned up below.
 if pid_alive containerd; then

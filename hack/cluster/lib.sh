@@ -160,10 +160,27 @@ set_image_env() {
   echo "$1=$2" >>"$f"
 }
 
+# The kubelet sets these VM-wide at start (protectKernelDefaults: false would
+# otherwise refuse to start). Their values from before the first kubelet start
+# are saved so cluster-down can put them back.
+KUBELET_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
+save_sysctls() {
+  local f=$STATE/sysctl.orig k
+  [ -f "$f" ] && return 0
+  for k in $KUBELET_SYSCTLS; do echo "$k=$(sysctl -n "$k")"; done >"$f.tmp"
+  mv "$f.tmp" "$f"
+}
+restore_sysctls() {
+  local f=$STATE/sysctl.orig
+  [ -f "$f" ] || return 0
+  sysctl -q -p "$f" >/dev/null && rm -f "$f"
+}
+
 # start_kubelet: start the kubelet with the config up.sh wrote. Shared by
 # up.sh and restart-kubelet.sh so a restart uses exactly the same flags.
 start_kubelet() {
   bin_dirs
+  save_sysctls
   log "starting kubelet"
   mkdir -p /var/lib/kubelet
   start_daemon kubelet "$K8S_BIN/kubelet" \
