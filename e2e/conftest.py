@@ -180,3 +180,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     for line in timings.summary():
         terminalreporter.write_line(line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The fixtures' reprs are long; a timeout's diagnostics are what matters.
+    if config.option.tbstyle == "auto":
+        config.option.tbstyle = "short"

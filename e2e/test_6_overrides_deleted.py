@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from e2e.framework import timings
 from e2e.framework.expected import Expectation, memory_readings
 from e2e.framework.stack import GpuPods, Stack
 
@@ -18,7 +19,7 @@ def test_deleted_overrides_are_restored_within_one_interval(
 
     interval = deployed.settings.interval_seconds
     restored_after, doc = deployed.remove_overrides_and_time_restore(timeout=10)
-    print(f"overrides.yaml restored after {restored_after}s (interval {interval}s)")
     assert restored_after is not None, "overrides.yaml was not restored within 10 s"
+    timings.note(f"overrides.yaml restored after deletion (interval {interval}s)", restored_after)
     assert memory_readings(doc) == expected
     assert restored_after <= interval + SLACK

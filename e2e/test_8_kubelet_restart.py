@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+from e2e.framework import timings
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
 from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
@@ -28,7 +31,9 @@ def test_kubelet_restart(
     watcher = _watcher_identity(deployed)
     registrations = deployed.plugin_registrations()
 
+    restarted = time.monotonic()
     provider.restart_kubelet(deployed.node)
+    timings.note("kubelet restart (provider)", time.monotonic() - restarted)
 
     wait_until(
         lambda: deployed.plugin_registrations() > registrations,
@@ -36,6 +41,9 @@ def test_kubelet_restart(
         "the fake plugin to register again",
         interval=1,
         diagnostics=deployed.diagnostics,
+    )
+    timings.note(
+        "fake plugin registered again after the restart began", time.monotonic() - restarted
     )
     n = len(expect.uuids)
     wait_until(

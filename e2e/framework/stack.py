@@ -8,6 +8,7 @@ provider; when no watcher runs (after `helm uninstall`) the node helper reads it
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from allocwatch.profile import Device, parse_profile
 
+from . import timings
 from .expected import Readings, memory_readings
 from .helm import Helm
 from .kubectl import Kubectl, KubectlError
@@ -267,13 +269,18 @@ class Stack:
         return memory_readings(self.read_document()[1])
 
     def wait_readings(self, expected: Readings, timeout: float, what: str) -> Readings:
+        """Poll the document until its memory readings equal `expected` (exactly)."""
+        start = time.monotonic()
+
         def matches() -> Readings | None:
             current = self.readings()
             return current if current == expected else None
 
-        return wait_until(
+        readings = wait_until(
             matches, timeout, f"{what}: readings {expected}", diagnostics=self.diagnostics
         )
+        timings.note(what, time.monotonic() - start)
+        return readings
 
     # --- GPU pods --------------------------------------------------------------
 

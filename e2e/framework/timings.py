@@ -8,7 +8,13 @@ from contextlib import contextmanager
 
 PHASES: dict[str, float] = {}
 TESTS: dict[str, dict[str, float]] = {}
+NOTES: list[tuple[str, float]] = []
 SESSION_START = time.monotonic()
+
+
+def note(label: str, seconds: float) -> None:
+    """Record a latency a test measured, for the end-of-run summary."""
+    NOTES.append((label, seconds))
 
 
 @contextmanager
@@ -31,4 +37,7 @@ def summary() -> list[str]:
         fixtures = whens.get("setup", 0.0) + whens.get("teardown", 0.0)
         lines.append(f"  {whens.get('call', 0.0):7.1f}  {fixtures:8.1f}  {nodeid}")
     lines.append(f"  {time.monotonic() - SESSION_START:7.1f}  total (session wall time)")
+    if NOTES:
+        lines.append("measured latencies (s):")
+        lines += [f"  {seconds:7.2f}  {label}" for label, seconds in NOTES]
     return lines
