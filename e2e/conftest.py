@@ -136,11 +136,17 @@ def stack(
             gpus = len([d for d in s.node_devices() if d.uuid])
             s.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
             s.install_chart()
-        yield s
-    finally:
+    except BaseException:
         if not keep:
-            with timings.phase("cleanup"):
+            try:
                 s.cleanup()
+            except Exception as exc:  # the deploy error is the one to report
+                print(f"cleanup after the failed deploy: {exc}")
+        raise
+    yield s
+    if not keep:
+        with timings.phase("cleanup"):
+            s.cleanup()
 
 
 @pytest.fixture(scope="session")
