@@ -119,6 +119,15 @@ for spec in $TARGETS; do
   set_image_env "$var" "$ref"
   echo "$var=$ref"
 done
-# Each new tag leaves the previous build's layers behind in our data root.
+# Older tags of our repositories (and their dangling layers) only fill our
+# dockerd's data root; the node's containerd keeps its own copies.
+keep=" $BASE_IMAGE "
+for spec in $TARGETS; do rest=${spec#*:}; keep="$keep${rest#*:}:$tag "; done
+for spec in $TARGETS "x:x:localhost/bookworm-py"; do
+  rest=${spec#*:}; repo=${rest#*:}
+  for old in $(docker images --format '{{.Repository}}:{{.Tag}}' "$repo"); do
+    [[ $keep == *" $old "* ]] || docker rmi "$old" >/dev/null 2>&1 || true
+  done
+done
 docker image prune -f >/dev/null 2>&1 || true
 log "images ready in $(( $(date +%s) - started ))s; references in $STATE/images.env"
