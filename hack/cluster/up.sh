@@ -17,7 +17,8 @@ mkdir -p "$STATE" "$RUNDIR" "$LOGDIR"
 declare -A PKGS=(
   [containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
   [iptables]=iptables [/bin/busybox]=busybox-static [gcc]=gcc [openssl]=openssl
-  [curl]=curl [ip]=iproute2 [mount]=mount [dpkg-query]=dpkg
+  [curl]=curl [ip]=iproute2 [mount]=mount [findmnt]=util-linux [sysctl]=procps
+  [dpkg-query]=dpkg
 )
 missing=()
 for bin in "${!PKGS[@]}"; do
