@@ -15,6 +15,7 @@ set -euo pipefail
 
 [ "$(id -u)" = 0 ] || die "run as root"
 bin_dirs
+lock_state
 
 # --------------------------------------------------------------- 1. workloads
 if pid_alive kube-apiserver && kc get --raw /readyz >/dev/null 2>&1; then

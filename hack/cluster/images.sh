@@ -23,6 +23,7 @@ INCLUDE=python3,python3-venv,python3-pip
 [ "$(id -u)" = 0 ] || die "run as root"
 pid_alive containerd || die "the cluster's containerd is not running: run make cluster-up first"
 started=$(date +%s)
+lock_state
 
 missing=()
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)

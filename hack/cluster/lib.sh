@@ -72,6 +72,19 @@ show_log() {
   fi
 }
 
+# lock_state: serialize up, down, images and kubelet restarts (e.g. a
+# `make e2e-local`, which runs cluster-up, next to a manual cluster-down).
+# The lock is on fd 9 and released when the script exits; daemons are started
+# with fd 9 closed so they never hold it.
+lock_state() {
+  mkdir -p "$STATE"
+  exec 9>"$STATE/.lock"
+  if ! flock -n 9; then
+    log "waiting for another cluster script to finish (lock $STATE/.lock)"
+    flock 9
+  fi
+}
+
 # pid_alive NAME: true when $RUNDIR/NAME.pid names a live process.
 pid_alive() {
   local pid
@@ -87,7 +100,7 @@ start_daemon() {
   local name=$1; shift
   mkdir -p "$RUNDIR" "$LOGDIR"
   printf '\n===== %s starting %s\n' "$(date -Is)" "$name" >>"$LOGDIR/$name.log"
-  setsid "$@" >>"$LOGDIR/$name.log" 2>&1 </dev/null &
+  setsid "$@" >>"$LOGDIR/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$RUNDIR/$name.pid"
 }
 

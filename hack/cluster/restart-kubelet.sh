@@ -10,6 +10,7 @@ set -euo pipefail
 [ "$(id -u)" = 0 ] || die "run as root"
 [ -f "$STATE/kubelet-config.yaml" ] || die "no kubelet config: run make cluster-up first"
 started=$(date +%s)
+lock_state
 stop_pid kubelet
 start_kubelet
 wait_kubelet_ready

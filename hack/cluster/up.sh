@@ -11,6 +11,7 @@ set -euo pipefail
 [ "$(id -u)" = 0 ] || die "run as root: the kubelet and containerd manage cgroups, mounts and iptables"
 started=$(date +%s)
 mkdir -p "$STATE" "$RUNDIR" "$LOGDIR"
+lock_state
 
 # ---------------------------------------------------------------- packages
 # Binary -> Debian package. apt-get update runs only when something is missing.
