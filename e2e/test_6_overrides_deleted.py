@@ -6,8 +6,11 @@ from e2e.framework import timings
 from e2e.framework.expected import Expectation, memory_readings
 from e2e.framework.stack import GpuPods, Stack
 
-# The next poll restores the file; allow for the poll's own work and exec start-up noise.
+# Measured on the node from the unlink to the file's return, so only the
+# watcher's own poll work (List, compare, write) comes on top of the interval.
 SLACK = 0.35
+# Deletions land at different points of the watcher's tick; each must be repaired.
+ROUNDS = 4
 
 
 def test_deleted_overrides_are_restored_within_one_interval(
@@ -18,8 +21,12 @@ def test_deleted_overrides_are_restored_within_one_interval(
     deployed.wait_readings(expected, 10, "the claim to be published")
 
     interval = deployed.settings.interval_seconds
-    restored_after, doc = deployed.remove_overrides_and_time_restore(timeout=10)
-    assert restored_after is not None, "overrides.yaml was not restored within 10 s"
-    timings.note(f"overrides.yaml restored after deletion (interval {interval}s)", restored_after)
-    assert memory_readings(doc) == expected
-    assert restored_after <= interval + SLACK
+    delays = []
+    for _ in range(ROUNDS):
+        restored_after, doc = deployed.remove_overrides_and_time_restore(timeout=10)
+        assert restored_after is not None, "overrides.yaml was not restored within 10 s"
+        assert memory_readings(doc) == expected
+        delays.append(restored_after)
+    for delay in delays:
+        timings.note(f"overrides.yaml back after deletion (interval {interval}s)", delay)
+    assert max(delays) <= interval + SLACK, delays

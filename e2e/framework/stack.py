@@ -82,6 +82,7 @@ class Stack:
     settings: Settings = field(default_factory=Settings)
     plugin_args: list[str] | None = None
     chart_installed: bool = False
+    _reader: str | None = None
 
     @property
     def ns(self) -> str:
@@ -164,16 +165,14 @@ class Stack:
         """Remove the files staging created (only when we staged them)."""
         if self.settings.stage:
             config = f"{self.settings.nvml_mock_root}/driver/config"
+            files = " ".join(
+                f"{config}/{f}" for f in ("config.yaml", "overrides.yaml", "overrides.yaml.lock")
+            )
+            driver = f"{self.settings.nvml_mock_root}/driver"
             self.kubectl.exec(
                 self.ns,
                 self.helper(),
-                [
-                    "rm",
-                    "-f",
-                    f"{config}/config.yaml",
-                    f"{config}/overrides.yaml",
-                    f"{config}/overrides.yaml.lock",
-                ],
+                ["sh", "-c", f"rm -f {files}; rmdir {config} {driver} 2>/dev/null; true"],
             )
 
     # --- the fake device plugin ------------------------------------------
@@ -253,6 +252,7 @@ class Stack:
     def uninstall_chart(self) -> None:
         self.helm.uninstall(RELEASE, self.ns)
         self.chart_installed = False
+        self._reader = None
 
     def watcher_pod(self, timeout: float = 120) -> str:
         return self.wait_ready_pod(WATCHER_LABELS, timeout)
@@ -261,8 +261,16 @@ class Stack:
 
     def read_document(self, through_helper: bool = False) -> tuple[bool, Any]:
         """(exists, parsed overrides.yaml), read in the watcher pod (or the helper)."""
-        pod = self.helper() if through_helper else self.watcher_pod(timeout=30)
-        result = self.python(pod, script("read_overrides"), self.settings.overrides_path)
+        if through_helper:
+            pod = self.helper()
+        else:
+            # The pod name is cached between polls; a failed exec forgets it.
+            pod = self._reader = self._reader or self.watcher_pod(timeout=30)
+        try:
+            result = self.python(pod, script("read_overrides"), self.settings.overrides_path)
+        except KubectlError:
+            self._reader = None
+            raise
         return bool(result["exists"]), result["doc"]
 
     def readings(self) -> Readings | None:
