@@ -28,7 +28,7 @@ build_k8s() {
     ld="$ld -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   mkdir -p "$tmp"
-  log "building Kubernetes $K8S_VERSION with $GO_VERSION into $K8S_BIN (cold: tens of minutes on 2 cores)"
+  log "building Kubernetes $K8S_VERSION with $GO_VERSION into $K8S_BIN (cold: about 6 minutes on 2 cores)"
   # One go build for all commands: shared packages compile once, in parallel.
   (cd "$CLUSTER_DIR/k8s" && "$GO" build -trimpath -ldflags "$ld" -o "$tmp/" \
     "${K8S_CMDS[@]/#/k8s.io/kubernetes/cmd/}")
