@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -153,7 +152,3 @@ def parse_address(address: str) -> tuple[str, int]:
     if not 0 <= number <= 65535:
         raise ValueError(f"{address!r}: port {number} is out of range")
     return host, number
-
-
-def now() -> float:
-    return time.time()
