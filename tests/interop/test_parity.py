@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.interop.upstream import REPO, Ctl, Upstream, load, memory, same, wait_for
+from tests.interop.upstream import (
+    Ctl,
+    Upstream,
+    allocwatch_once,
+    load,
+    memory,
+    same,
+    wait_for,
+)
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 APERTURE = 42949672960 - 611319808
@@ -94,31 +101,6 @@ def run_upstream(upstream: Upstream, kubelet: FakeKubelet, config: Path, target:
     assert out.startswith("watch-allocations: 8 GPUs"), out
 
 
-def run_ours(kubelet: FakeKubelet, config: Path, target: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "allocwatch",
-            "--once",
-            "--socket",
-            kubelet.socket_path,
-            "--config",
-            str(config),
-            "--overrides",
-            str(target),
-            "--metrics-address",
-            "",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-
-
 def test_same_where_upstream_is_right(
     upstream: Upstream, config_dir: Path, kubelet: FakeKubelet
 ) -> None:
@@ -126,14 +108,14 @@ def test_same_where_upstream_is_right(
     kubelet.set_pods(COMMON)
     theirs, ours = config_dir / "upstream.yaml", config_dir / "ours.yaml"
     run_upstream(upstream, kubelet, config, theirs)
-    run_ours(kubelet, config, ours)
+    allocwatch_once(kubelet, config, ours)
     want = block([1, 2, 3, 1, 1, 0, 0, 0])
     assert same(memory(load(theirs)), want)
     assert same(memory(load(ours)), want)
 
     # Drop-in: on upstream's own file, with the same state, we find nothing to change.
     before = (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes())
-    run_ours(kubelet, config, theirs)
+    allocwatch_once(kubelet, config, theirs)
     assert (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes()) == before
 
 
@@ -142,7 +124,7 @@ def test_known_upstream_gaps(upstream: Upstream, config_dir: Path, kubelet: Fake
     kubelet.set_pods(COMMON + GAPS)
     theirs, ours = config_dir / "upstream.yaml", config_dir / "ours.yaml"
     run_upstream(upstream, kubelet, config, theirs)
-    run_ours(kubelet, config, ours)
+    allocwatch_once(kubelet, config, ours)
     upstream_mem, our_mem = memory(load(theirs)), memory(load(ours))
 
     right = block([1, 2, 3, 1, 1, 2, 1, 2])

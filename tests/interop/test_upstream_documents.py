@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.interop.upstream import REPO, Ctl, Upstream, load, memory, same, without_memory
+from tests.interop.upstream import (
+    Ctl,
+    Upstream,
+    allocwatch_once,
+    load,
+    memory,
+    same,
+    without_memory,
+)
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 APERTURE = 42949672960 - 611319808
@@ -32,31 +38,6 @@ UPSTREAM_STEPS = [
     ["set", "--gpu", "5", "thermal.temperature_gpu_c=70", "performance_state=P2"],
     ["set", "--gpu", "7", "memory.memory_bus_width=4096"],
 ]
-
-
-def allocwatch_once(kubelet: FakeKubelet, config: Path, overrides: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "allocwatch",
-            "--once",
-            "--socket",
-            kubelet.socket_path,
-            "--config",
-            str(config),
-            "--overrides",
-            str(overrides),
-            "--metrics-address",
-            "",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
 
 
 def fingerprint(path: Path) -> tuple[int, int, bytes]:

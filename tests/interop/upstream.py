@@ -11,6 +11,7 @@ import copy
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support.fakekubelet import FakeKubelet
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "upstream" / "build.sh"
@@ -185,3 +188,29 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(step)
+
+
+def allocwatch_once(kubelet: FakeKubelet, config: Path, overrides: Path) -> None:
+    """Our watcher's one-shot publish, the counterpart of an upstream run."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "allocwatch",
+            "--once",
+            "--socket",
+            kubelet.socket_path,
+            "--config",
+            str(config),
+            "--overrides",
+            str(overrides),
+            "--metrics-address",
+            "",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
