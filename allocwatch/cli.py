@@ -67,7 +67,8 @@ def _address(text: str) -> str:
 
 
 def _resource_name(text: str) -> str:
-    if not text or "/" not in text:
+    domain, sep, name = text.partition("/")
+    if not (domain and sep and name):
         raise argparse.ArgumentTypeError(f"{text!r} is not an extended resource name")
     return text
 

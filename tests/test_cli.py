@@ -52,6 +52,7 @@ def test_version() -> None:
         (["--metrics-address", "nonsense"], "--metrics-address"),
         (["--log-format", "xml"], "--log-format"),
         (["--resource-name", "gpu"], "--resource-name"),
+        (["--resource-name", "nvidia.com/"], "--resource-name"),
         (["--socket", ""], "--socket"),
         (["--no-such-flag"], "unrecognized"),
     ],
