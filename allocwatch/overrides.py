@@ -309,8 +309,13 @@ class OverridesPublisher:
     ) -> PublishResult:
         """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
         gone = [i for i in remove if i not in readings]
+
+        def change(doc: Document) -> Document:
+            merged = merge_readings(doc, readings)
+            return remove_readings(merged, gone) if gone else merged
+
         return self._update(
-            lambda doc: remove_readings(merge_readings(doc, readings), gone),
+            change,
             lambda doc: holds_readings(doc, readings, gone),
             stop,
         )
@@ -353,16 +358,15 @@ class OverridesPublisher:
             if not wanted:
                 return PublishResult(wrote=False)
             merged = change(doc if doc is not None else {})
+            text = render_document(merged)
             try:
-                write_atomic(
-                    self.path,
-                    render_document(merged),
-                    previous_mtime_ns=mtime_ns,
-                )
+                write_atomic(self.path, text, previous_mtime_ns=mtime_ns)
             except OSError as exc:
                 raise PublishError(f"write {self.path}: {exc}") from exc
             self.writes += 1
-            self._cache_text, self._cache_doc = None, None
+            # What we wrote parses back to `merged`, so the next poll need not
+            # parse it again unless someone else changes the file.
+            self._cache_text, self._cache_doc = text, merged
             return PublishResult(wrote=True)
 
     def _locked(self, stop: threading.Event | None) -> filelock.BaseFileLock:

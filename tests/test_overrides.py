@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from allocwatch import overrides
 from allocwatch.overrides import (
     DocumentError,
     OverridesPublisher,
@@ -157,6 +158,29 @@ def test_unchanged_readings_write_nothing(target: Path) -> None:
         assert not pub.publish({0: R(1, 2)}).wrote
     assert pub.writes == 1
     assert target.stat().st_ino == st.st_ino and target.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_our_own_write_is_not_parsed_again_but_an_edit_is(
+    target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target.write_text("all:\n  performance_state: P8\nversion: 1\n")
+    pub = OverridesPublisher(target)
+    parsed: list[str] = []
+    real_parse = overrides.parse_document
+    monkeypatch.setattr(
+        overrides, "parse_document", lambda text: parsed.append(text) or real_parse(text)
+    )
+    assert pub.publish({0: R(1, 2)}).wrote
+    assert len(parsed) == 1  # the human's document, before merging into it
+    assert not pub.publish({0: R(1, 2)}).wrote
+    assert pub.publish({0: R(3, 0)}).wrote
+    assert len(parsed) == 1
+    target.write_text(target.read_text().replace("P8", "P0"))
+    assert pub.publish({0: R(5, 0)}).wrote
+    assert len(parsed) == 2
+    doc = parse_document(target.read_text())
+    assert doc["all"] == {"performance_state": "P0"}
+    assert doc["devices"]["0"]["memory"] == {"used_bytes": 5, "free_bytes": 0}
 
 
 def test_equivalent_document_written_by_others_is_not_rewritten(target: Path) -> None:
