@@ -21,14 +21,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.upstream import REPO, Upstream, load, memory
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 TOTAL = 42949672960
 RESERVED = 611319808
-APERTURE = TOTAL - RESERVED
-HALF = 21169176576
-UUID = "GPU-12345678-1234-1234-1234-12345678000{}"
 TTL_S = 0.1
 INTERVAL = "100ms"
 
@@ -109,7 +107,7 @@ def nvml_memory(dev: dict[str, Any]) -> tuple[int, int]:
 
 def expect_unchanged_capacity(devices: list[dict[str, Any]]) -> None:
     for i, dev in enumerate(devices):
-        assert dev["uuid"] == UUID.format(i)
+        assert dev["uuid"] == A100_UUIDS[i]
         assert dev["v1"]["total"] == TOTAL, (i, dev)
         assert dev["v2"]["total"] == TOTAL, (i, dev)
         assert dev["v2"]["reserved"] == RESERVED, (i, dev)
@@ -141,7 +139,7 @@ def test_nvml_reads_our_published_memory(
     probe: Probe, config_dir: Path, kubelet: FakeKubelet
 ) -> None:
     overrides = config_dir / "overrides.yaml"
-    idle = {i: (0, APERTURE) for i in range(8)}
+    idle = {i: (0, A100_APERTURE) for i in range(8)}
     # Before anything is published NVML serves the profile baseline.
     wait_nvml(probe, idle, timeout=5)
 
@@ -172,14 +170,14 @@ def test_nvml_reads_our_published_memory(
         # A plain claim on GPU 3, and two time-slicing replicas of GPU 5.
         kubelet.set_pods(
             [
-                gpu_pod("ml", "trainer", [UUID.format(3)]),
-                gpu_pod("ml", "slice-a", [UUID.format(5) + "::0"]),
-                gpu_pod("ml", "slice-b", [UUID.format(5) + "::1"]),
+                gpu_pod("ml", "trainer", [A100_UUIDS[3]]),
+                gpu_pod("ml", "slice-a", [A100_UUIDS[5] + "::0"]),
+                gpu_pod("ml", "slice-b", [A100_UUIDS[5] + "::1"]),
             ]
         )
         busy = dict(idle)
-        busy[3] = (HALF, APERTURE - HALF)
-        busy[5] = (APERTURE, 0)
+        busy[3] = (A100_HALF, A100_APERTURE - A100_HALF)
+        busy[5] = (A100_APERTURE, 0)
         wait_file(overrides, busy, timeout=10)
         lag = wait_nvml(probe, busy, timeout=10)
         # Seen by NVML within one TTL of the file (plus process scheduling slack).

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.upstream import (
     Ctl,
     Upstream,
@@ -25,10 +26,6 @@ from tests.interop.upstream import (
     wait_for,
 )
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
-
-APERTURE = 42949672960 - 611319808
-HALF = 21169176576
-UUID = "GPU-12345678-1234-1234-1234-12345678000{}"
 
 
 def two_containers(namespace: str, name: str, first: str, second: str) -> dict[str, Any]:
@@ -45,31 +42,31 @@ def two_containers(namespace: str, name: str, first: str, second: str) -> dict[s
 
 # Claims that upstream handles correctly.
 COMMON = [
-    gpu_pod("ml", "one", [UUID.format(0)]),  # dev0: 1 claim
-    gpu_pod("ml", "share-a", [UUID.format(1)]),  # dev1: 2 pods on one GPU
-    gpu_pod("ml", "share-b", [UUID.format(1)]),
-    gpu_pod("ml", "multi", [UUID.format(2), UUID.format(2), UUID.format(2)]),  # dev2: 3, clamped
-    two_containers("ml", "sidecar", UUID.format(4), UUID.format(3)),  # dev3 + dev4: 1 each
+    gpu_pod("ml", "one", [A100_UUIDS[0]]),  # dev0: 1 claim
+    gpu_pod("ml", "share-a", [A100_UUIDS[1]]),  # dev1: 2 pods on one GPU
+    gpu_pod("ml", "share-b", [A100_UUIDS[1]]),
+    gpu_pod("ml", "multi", [A100_UUIDS[2], A100_UUIDS[2], A100_UUIDS[2]]),  # dev2: 3, clamped
+    two_containers("ml", "sidecar", A100_UUIDS[4], A100_UUIDS[3]),  # dev3 + dev4: 1 each
     gpu_pod("ml", "ghost", ["GPU-does-not-exist"]),  # unknown: nothing
-    gpu_pod("ml", "amd", [UUID.format(6)], resource="amd.com/gpu"),  # other vendor: nothing
+    gpu_pod("ml", "amd", [A100_UUIDS[6]], resource="amd.com/gpu"),  # other vendor: nothing
     gpu_pod("ml", "nic", ["net-0"], resource="intel.com/sriov_netdevice"),
     {"namespace": "ml", "name": "cpu-only", "containers": [{"name": "main", "devices": []}]},
 ]
 # Claims upstream misses: replica ids and the renamed shared resource.
 GAPS = [
-    gpu_pod("ml", "slice-0", [UUID.format(5) + "::0"]),  # dev5: 2 replicas
-    gpu_pod("ml", "slice-1", [UUID.format(5) + "::1"]),
-    gpu_pod("ml", "shared", [UUID.format(6)], resource="nvidia.com/gpu.shared"),  # dev6: 1
-    gpu_pod("ml", "mps", [UUID.format(7) + "::3"]),  # dev7: 1 replica + 1 plain
-    gpu_pod("ml", "plain", [UUID.format(7)]),
+    gpu_pod("ml", "slice-0", [A100_UUIDS[5] + "::0"]),  # dev5: 2 replicas
+    gpu_pod("ml", "slice-1", [A100_UUIDS[5] + "::1"]),
+    gpu_pod("ml", "shared", [A100_UUIDS[6]], resource="nvidia.com/gpu.shared"),  # dev6: 1
+    gpu_pod("ml", "mps", [A100_UUIDS[7] + "::3"]),  # dev7: 1 replica + 1 plain
+    gpu_pod("ml", "plain", [A100_UUIDS[7]]),
 ]
 
 
 def block(claims: list[int]) -> dict[str, dict[str, int]]:
     out = {}
     for i, n in enumerate(claims):
-        used = min(HALF * n, APERTURE)
-        out[str(i)] = {"used_bytes": used, "free_bytes": APERTURE - used}
+        used = min(A100_HALF * n, A100_APERTURE)
+        out[str(i)] = {"used_bytes": used, "free_bytes": A100_APERTURE - used}
     return out
 
 

@@ -13,6 +13,7 @@ import os
 import stat
 from pathlib import Path
 
+from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.upstream import (
     Ctl,
     Upstream,
@@ -23,10 +24,6 @@ from tests.interop.upstream import (
     without_memory,
 )
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
-
-APERTURE = 42949672960 - 611319808
-HALF = 21169176576
-UUID = "GPU-12345678-1234-1234-1234-12345678000{}"
 
 UPSTREAM_STEPS = [
     ["temp", "--gpu", "0", "85"],
@@ -63,10 +60,10 @@ def test_foreign_keys_survive_and_status_agrees(
 
     kubelet.set_pods(
         [
-            gpu_pod("ml", "a", [UUID.format(0)]),
-            gpu_pod("ml", "b", [UUID.format(1)]),
-            gpu_pod("ml", "c", [UUID.format(1)]),
-            gpu_pod("ml", "d", [UUID.format(7)]),
+            gpu_pod("ml", "a", [A100_UUIDS[0]]),
+            gpu_pod("ml", "b", [A100_UUIDS[1]]),
+            gpu_pod("ml", "c", [A100_UUIDS[1]]),
+            gpu_pod("ml", "d", [A100_UUIDS[7]]),
         ]
     )
     allocwatch_once(kubelet, config, overrides)
@@ -76,10 +73,10 @@ def test_foreign_keys_survive_and_status_agrees(
     # every non-memory key, with equal value and type
     assert same(without_memory(ours), theirs)
     # and our readings for every device, as integers
-    want = {str(i): {"used_bytes": 0, "free_bytes": APERTURE} for i in range(8)}
-    want["0"] = {"used_bytes": HALF, "free_bytes": APERTURE - HALF}
-    want["1"] = {"used_bytes": APERTURE, "free_bytes": 0}
-    want["7"] = {"used_bytes": HALF, "free_bytes": APERTURE - HALF}
+    want = {str(i): {"used_bytes": 0, "free_bytes": A100_APERTURE} for i in range(8)}
+    want["0"] = {"used_bytes": A100_HALF, "free_bytes": A100_APERTURE - A100_HALF}
+    want["1"] = {"used_bytes": A100_APERTURE, "free_bytes": 0}
+    want["7"] = {"used_bytes": A100_HALF, "free_bytes": A100_APERTURE - A100_HALF}
     assert same(memory(ours), want)
     assert ours["devices"]["7"]["memory"]["memory_bus_width"] == 4096
 
