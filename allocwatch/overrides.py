@@ -281,6 +281,13 @@ class OverridesPublisher:
         self.lock_path = Path(str(self.path) + ".lock")
         self.lock_timeout = lock_timeout
         self.writes = 0
+        # flock only: it is what nvml-mock-ctl takes. filelock would otherwise
+        # fall back to a marker file on a filesystem without flock, which
+        # excludes no one but ourselves. One lock object for the publisher's
+        # life: building one costs more than the flock itself.
+        self._lock = filelock.UnixFileLock(
+            str(self.lock_path), mode=FILE_MODE, fallback_to_soft=False
+        )
         self._cache_text: str | None = None
         self._cache_doc: Document | None = None
 
@@ -370,7 +377,7 @@ class OverridesPublisher:
             return PublishResult(wrote=True)
 
     def _locked(self, stop: threading.Event | None) -> filelock.BaseFileLock:
-        lock = filelock.UnixFileLock(str(self.lock_path), mode=FILE_MODE)
+        lock = self._lock
         deadline = time.monotonic() + self.lock_timeout
         while True:
             try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import subprocess
 import sys
 import threading
@@ -116,3 +118,16 @@ def test_no_update_lost_across_200_interleaved_writes(target: Path) -> None:
     assert doc["devices"]["0"]["memory"] == {"used_bytes": n, "free_bytes": 10_000 - n}
     assert pub.writes == n
     assert Path(str(target) + ".lock").exists()
+
+
+def test_a_filesystem_without_flock_refuses_rather_than_locking_alone(
+    target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nvml-mock-ctl takes only flock; a marker-file lock would exclude no one.
+    def no_flock(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOSYS, "flock not supported")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with pytest.raises(PublishError, match=r"overrides\.yaml\.lock.*not supported"):
+        OverridesPublisher(target, lock_timeout=1).publish({0: MemoryReading(1, 2)})
+    assert not target.exists()
