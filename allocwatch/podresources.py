@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterable, Set
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from allocwatch.kubeletapi.podresources.v1 import api_pb2, api_pb2_grpc
+from allocwatch.kubeletapi.podresources.v1 import api_pb2
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
@@ -26,6 +27,9 @@ CHANNEL_OPTIONS = (
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 )
+
+_LIST = api_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"].methods_by_name["List"]
+LIST_METHOD = f"/{_LIST.containing_service.full_name}/{_LIST.name}"
 
 
 @dataclass(frozen=True)
@@ -52,9 +56,31 @@ def claims_from_response(
     response: api_pb2.ListPodResourcesResponse, resource_names: Set[str]
 ) -> list[Claim]:
     """One claim per (pod, container, device id), in List order, no de-duplication."""
+    return [claim for pod in response.pod_resources for claim in _pod_claims(pod, resource_names)]
+
+
+def claims_from_encoded(
+    response: api_pb2.EncodedPodResourcesList, resource_names: Set[str]
+) -> list[Claim]:
+    """claims_from_response, decoding only the pods that can hold a claim.
+
+    Protobuf stores strings verbatim, so a pod holding a watched resource
+    contains its name's bytes; a pod without them cannot, and is skipped
+    undecoded. A false match only costs a decode.
+    """
+    # One C-level scan per pod (re caches the compiled pattern).
+    mentions_a_name = re.compile(b"|".join(re.escape(n.encode()) for n in sorted(resource_names)))
+    return [
+        claim
+        for encoded in response.pod_resources
+        if mentions_a_name.search(encoded)
+        for claim in _pod_claims(api_pb2.PodResources.FromString(encoded), resource_names)
+    ]
+
+
+def _pod_claims(pod: api_pb2.PodResources, resource_names: Set[str]) -> list[Claim]:
     return [
         Claim(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
-        for pod in response.pod_resources
         for container in pod.containers
         for devices in container.devices
         if devices.resource_name in resource_names
@@ -83,16 +109,23 @@ class PodResourcesClient:
         self.resource_names = frozenset(resource_names)
         self.call_timeout = call_timeout
         self._channel: grpc.Channel | None = None
-        self._stub: api_pb2_grpc.PodResourcesListerStub | None = None
+        self._list: grpc.UnaryUnaryMultiCallable | None = None
         self.in_call = False
 
-    def _connect(self) -> api_pb2_grpc.PodResourcesListerStub:
-        if self._stub is None:
+    def _connect(self) -> grpc.UnaryUnaryMultiCallable:
+        if self._list is None:
             self._channel = grpc.insecure_channel(
                 "unix://" + self.socket_path, options=CHANNEL_OPTIONS
             )
-            self._stub = api_pb2_grpc.PodResourcesListerStub(self._channel)
-        return self._stub
+            # The generated stub's List, but answering with the pods still
+            # encoded (see claims_from_encoded).
+            self._list = self._channel.unary_unary(
+                LIST_METHOD,
+                request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
+                response_deserializer=api_pb2.EncodedPodResourcesList.FromString,
+                _registered_method=True,
+            )
+        return self._list
 
     def wait_ready(self, timeout: float, stop: threading.Event | None = None) -> bool:
         """Block until the socket accepts a connection, at most `timeout` seconds.
@@ -124,10 +157,10 @@ class PodResourcesClient:
         every 200 ms during a blocking call, so a shutdown handler can abandon
         a hung List by raising Interrupted while `in_call` is set.
         """
-        stub = self._connect()
+        list_pods = self._connect()
         try:
             self.in_call = True
-            response = stub.List(api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout)
+            response = list_pods(api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout)
             self.in_call = False
         except Interrupted as exc:
             self.in_call = False
@@ -139,10 +172,10 @@ class PodResourcesClient:
             # one may sit in reconnect backoff while the new socket is ready.
             self.close()
             raise ListError(f"list pod resources: {exc.code().name}: {exc.details()}") from exc
-        return claims_from_response(response, self.resource_names)
+        return claims_from_encoded(response, self.resource_names)
 
     def close(self) -> None:
         if self._channel is not None:
             self._channel.close()
         self._channel = None
-        self._stub = None
+        self._list = None

@@ -2,35 +2,58 @@
 
 from __future__ import annotations
 
-from allocwatch.podresources import DEFAULT_RESOURCE_NAMES, Claim, claims_from_response
+import random
+from collections.abc import Callable, Set
+from typing import Any
+
+import pytest
+
+from allocwatch.kubeletapi.podresources.v1 import api_pb2
+from allocwatch.podresources import (
+    DEFAULT_RESOURCE_NAMES,
+    Claim,
+    claims_from_encoded,
+    claims_from_response,
+)
 from tests.support.fakekubelet import build_response, gpu_pod
 
 NAMES = frozenset(DEFAULT_RESOURCE_NAMES)
 
+ClaimsOf = Callable[[api_pb2.ListPodResourcesResponse, Set[str]], list[Claim]]
 
-def test_one_gpu_claim() -> None:
+
+def _via_encoded(resp: api_pb2.ListPodResourcesResponse, names: Set[str]) -> list[Claim]:
+    wire = resp.SerializeToString()
+    return claims_from_encoded(api_pb2.EncodedPodResourcesList.FromString(wire), names)
+
+
+@pytest.fixture(params=["decoded", "encoded"])
+def claims_of(request: pytest.FixtureRequest) -> ClaimsOf:
+    """Every case holds for both the plain decoder and the one the client uses."""
+    return claims_from_response if request.param == "decoded" else _via_encoded
+
+
+def test_one_gpu_claim(claims_of: ClaimsOf) -> None:
     resp = build_response([gpu_pod("ml", "trainer", ["GPU-aaa"], container="app")])
-    assert claims_from_response(resp, NAMES) == [
-        Claim("ml", "trainer", "app", "nvidia.com/gpu", "GPU-aaa")
-    ]
+    assert claims_of(resp, NAMES) == [Claim("ml", "trainer", "app", "nvidia.com/gpu", "GPU-aaa")]
 
 
-def test_other_resources_are_not_claims() -> None:
+def test_other_resources_are_not_claims(claims_of: ClaimsOf) -> None:
     resp = build_response(
         [
             gpu_pod("ns", "a", ["net-0"], resource="intel.com/sriov_netdevice"),
             gpu_pod("ns", "b", ["amd-0"], resource="amd.com/gpu"),
         ]
     )
-    assert claims_from_response(resp, NAMES) == []
+    assert claims_of(resp, NAMES) == []
 
 
-def test_shared_gpu_counts_once_per_pod_in_order() -> None:
+def test_shared_gpu_counts_once_per_pod_in_order(claims_of: ClaimsOf) -> None:
     resp = build_response([gpu_pod("ns", "a", ["GPU-shared"]), gpu_pod("ns", "b", ["GPU-shared"])])
-    assert [c.pod for c in claims_from_response(resp, NAMES)] == ["a", "b"]
+    assert [c.pod for c in claims_of(resp, NAMES)] == ["a", "b"]
 
 
-def test_every_container_and_no_deduplication() -> None:
+def test_every_container_and_no_deduplication(claims_of: ClaimsOf) -> None:
     pod = {
         "namespace": "ns",
         "name": "p",
@@ -51,7 +74,7 @@ def test_every_container_and_no_deduplication() -> None:
             {"name": "empty", "devices": []},
         ],
     }
-    claims = claims_from_response(build_response([pod]), NAMES)
+    claims = claims_of(build_response([pod]), NAMES)
     assert [(c.container, c.device_id) for c in claims] == [
         ("c1", "GPU-x"),
         ("c1", "GPU-y"),
@@ -61,11 +84,44 @@ def test_every_container_and_no_deduplication() -> None:
     assert [c.physical_id for c in claims] == ["GPU-x", "GPU-y", "GPU-x", "GPU-x"]
 
 
-def test_resource_set_is_configurable() -> None:
+def test_resource_set_is_configurable(claims_of: ClaimsOf) -> None:
     resp = build_response([gpu_pod("ns", "p", ["GPU-x::3"], resource="nvidia.com/gpu.shared")])
-    assert claims_from_response(resp, frozenset({"nvidia.com/gpu"})) == []
-    assert len(claims_from_response(resp, NAMES)) == 1
+    assert claims_of(resp, frozenset({"nvidia.com/gpu"})) == []
+    assert len(claims_of(resp, NAMES)) == 1
 
 
-def test_empty_response() -> None:
-    assert claims_from_response(build_response([]), NAMES) == []
+def test_empty_response(claims_of: ClaimsOf) -> None:
+    assert claims_of(build_response([]), NAMES) == []
+
+
+def test_a_pod_that_only_mentions_a_watched_name_holds_no_claim(claims_of: ClaimsOf) -> None:
+    # Its bytes contain "nvidia.com/gpu", so the encoded path decodes it.
+    resp = build_response(
+        [
+            gpu_pod("nvidia.com/gpu", "nvidia.com/gpu.shared", ["nvidia.com/gpu"], "example.com/x"),
+            gpu_pod("ns", "gpu-user", ["GPU-a"]),
+        ]
+    )
+    assert [c.pod for c in claims_of(resp, NAMES)] == ["gpu-user"]
+
+
+def _random_pod(rng: random.Random, i: int) -> dict[str, Any]:
+    resources = ["nvidia.com/gpu", "nvidia.com/gpu.shared", "example.com/nic", "amd.com/gpu"]
+
+    def devices() -> dict[str, Any]:
+        ids = [f"GPU-{rng.randrange(8)}::{r}" for r in range(rng.randrange(3))]
+        return {"resource_name": rng.choice(resources), "device_ids": ids}
+
+    containers = [
+        {"name": f"c{c}", "devices": [devices() for _ in range(rng.randrange(3))]}
+        for c in range(rng.randrange(1, 4))
+    ]
+    return {"namespace": f"ns{i % 5}", "name": f"pod-{i}", "containers": containers}
+
+
+def test_encoded_decoding_matches_full_decoding_on_a_mixed_node() -> None:
+    rng = random.Random(7)
+    resp = build_response([_random_pod(rng, i) for i in range(300)])
+    for names in (NAMES, frozenset({"nvidia.com/gpu"}), frozenset({"amd.com/gpu"}), frozenset()):
+        assert _via_encoded(resp, names) == claims_from_response(resp, names)
+    assert len(claims_from_response(resp, NAMES)) > 100

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/allocwatch/kubeletapi/podresources/v1/api.proto\x12\x02v1\"\x19\n\x17ListPodResourcesRequest\"C\n\x18ListPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x03(\x0b\x32\x10.v1.PodResources\"[\n\x0cPodResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12*\n\ncontainers\x18\x03 \x03(\x0b\x32\x16.v1.ContainerResources\"y\n\x12\x43ontainerResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x14.v1.ContainerDevices\x12.\n\x11\x64ynamic_resources\x18\x05 \x03(\x0b\x32\x13.v1.DynamicResource\"=\n\x10\x43ontainerDevices\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x12\n\ndevice_ids\x18\x02 \x03(\t\"j\n\x0f\x44ynamicResource\x12\x12\n\nclaim_name\x18\x02 \x01(\t\x12\x17\n\x0f\x63laim_namespace\x18\x03 \x01(\t\x12*\n\x0f\x63laim_resources\x18\x04 \x03(\x0b\x32\x11.v1.ClaimResource\"\x94\x01\n\rClaimResource\x12\"\n\x0b\x63\x64i_devices\x18\x01 \x03(\x0b\x32\r.v1.CDIDevice\x12\x13\n\x0b\x64river_name\x18\x02 \x01(\t\x12\x11\n\tpool_name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x04 \x01(\t\x12\x15\n\x08share_id\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_share_id\"\x19\n\tCDIDevice\x12\x0c\n\x04name\x18\x01 \x01(\t2Y\n\x12PodResourcesLister\x12\x43\n\x04List\x12\x1b.v1.ListPodResourcesRequest\x1a\x1c.v1.ListPodResourcesResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/allocwatch/kubeletapi/podresources/v1/api.proto\x12\x02v1\"\x19\n\x17ListPodResourcesRequest\"C\n\x18ListPodResourcesResponse\x12\'\n\rpod_resources\x18\x01 \x03(\x0b\x32\x10.v1.PodResources\"0\n\x17\x45ncodedPodResourcesList\x12\x15\n\rpod_resources\x18\x01 \x03(\x0c\"[\n\x0cPodResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12*\n\ncontainers\x18\x03 \x03(\x0b\x32\x16.v1.ContainerResources\"y\n\x12\x43ontainerResources\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07\x64\x65vices\x18\x02 \x03(\x0b\x32\x14.v1.ContainerDevices\x12.\n\x11\x64ynamic_resources\x18\x05 \x03(\x0b\x32\x13.v1.DynamicResource\"=\n\x10\x43ontainerDevices\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x12\n\ndevice_ids\x18\x02 \x03(\t\"j\n\x0f\x44ynamicResource\x12\x12\n\nclaim_name\x18\x02 \x01(\t\x12\x17\n\x0f\x63laim_namespace\x18\x03 \x01(\t\x12*\n\x0f\x63laim_resources\x18\x04 \x03(\x0b\x32\x11.v1.ClaimResource\"\x94\x01\n\rClaimResource\x12\"\n\x0b\x63\x64i_devices\x18\x01 \x03(\x0b\x32\r.v1.CDIDevice\x12\x13\n\x0b\x64river_name\x18\x02 \x01(\t\x12\x11\n\tpool_name\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65vice_name\x18\x04 \x01(\t\x12\x15\n\x08share_id\x18\x05 \x01(\tH\x00\x88\x01\x01\x42\x0b\n\t_share_id\"\x19\n\tCDIDevice\x12\x0c\n\x04name\x18\x01 \x01(\t2Y\n\x12PodResourcesLister\x12\x43\n\x04List\x12\x1b.v1.ListPodResourcesRequest\x1a\x1c.v1.ListPodResourcesResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,18 +35,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTPODRESOURCESREQUEST']._serialized_end=80
   _globals['_LISTPODRESOURCESRESPONSE']._serialized_start=82
   _globals['_LISTPODRESOURCESRESPONSE']._serialized_end=149
-  _globals['_PODRESOURCES']._serialized_start=151
-  _globals['_PODRESOURCES']._serialized_end=242
-  _globals['_CONTAINERRESOURCES']._serialized_start=244
-  _globals['_CONTAINERRESOURCES']._serialized_end=365
-  _globals['_CONTAINERDEVICES']._serialized_start=367
-  _globals['_CONTAINERDEVICES']._serialized_end=428
-  _globals['_DYNAMICRESOURCE']._serialized_start=430
-  _globals['_DYNAMICRESOURCE']._serialized_end=536
-  _globals['_CLAIMRESOURCE']._serialized_start=539
-  _globals['_CLAIMRESOURCE']._serialized_end=687
-  _globals['_CDIDEVICE']._serialized_start=689
-  _globals['_CDIDEVICE']._serialized_end=714
-  _globals['_PODRESOURCESLISTER']._serialized_start=716
-  _globals['_PODRESOURCESLISTER']._serialized_end=805
+  _globals['_ENCODEDPODRESOURCESLIST']._serialized_start=151
+  _globals['_ENCODEDPODRESOURCESLIST']._serialized_end=199
+  _globals['_PODRESOURCES']._serialized_start=201
+  _globals['_PODRESOURCES']._serialized_end=292
+  _globals['_CONTAINERRESOURCES']._serialized_start=294
+  _globals['_CONTAINERRESOURCES']._serialized_end=415
+  _globals['_CONTAINERDEVICES']._serialized_start=417
+  _globals['_CONTAINERDEVICES']._serialized_end=478
+  _globals['_DYNAMICRESOURCE']._serialized_start=480
+  _globals['_DYNAMICRESOURCE']._serialized_end=586
+  _globals['_CLAIMRESOURCE']._serialized_start=589
+  _globals['_CLAIMRESOURCE']._serialized_end=737
+  _globals['_CDIDEVICE']._serialized_start=739
+  _globals['_CDIDEVICE']._serialized_end=764
+  _globals['_PODRESOURCESLISTER']._serialized_start=766
+  _globals['_PODRESOURCESLISTER']._serialized_end=855
 # @@protoc_insertion_point(module_scope)

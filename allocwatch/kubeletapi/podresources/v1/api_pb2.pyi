@@ -16,6 +16,12 @@ class ListPodResourcesResponse(_message.Message):
     pod_resources: _containers.RepeatedCompositeFieldContainer[PodResources]
     def __init__(self, pod_resources: _Optional[_Iterable[_Union[PodResources, _Mapping]]] = ...) -> None: ...
 
+class EncodedPodResourcesList(_message.Message):
+    __slots__ = ("pod_resources",)
+    POD_RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    pod_resources: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, pod_resources: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class PodResources(_message.Message):
     __slots__ = ("name", "namespace", "containers")
     NAME_FIELD_NUMBER: _ClassVar[int]
