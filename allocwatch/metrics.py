@@ -6,6 +6,7 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
@@ -16,6 +17,15 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+
+@dataclass(frozen=True)
+class DeviceSeries:
+    """One device's labelled gauges."""
+
+    claims: Gauge
+    used_bytes: Gauge
+    free_bytes: Gauge
 
 
 class Metrics:
@@ -58,10 +68,24 @@ class Metrics:
         )
         for result in ("ok", "list_error", "publish_error", "no_profile"):
             self.polls.labels(result)
+        self._devices: dict[tuple[int, str], DeviceSeries] = {}
+
+    def device(self, index: int, uuid: str) -> DeviceSeries:
+        """The device's gauges, looked up once: labels() costs more than set()."""
+        series = self._devices.get((index, uuid))
+        if series is None:
+            labels = (str(index), uuid)
+            series = self._devices[(index, uuid)] = DeviceSeries(
+                self.claims.labels(*labels),
+                self.used_bytes.labels(*labels),
+                self.free_bytes.labels(*labels),
+            )
+        return series
 
     def forget_devices(self) -> None:
         for gauge in (self.claims, self.used_bytes, self.free_bytes):
             gauge.clear()
+        self._devices.clear()
 
 
 class HealthServer:

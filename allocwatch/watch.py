@@ -50,6 +50,7 @@ class Watcher:
         self._last_success: float | None = None
         self._readings: dict[int, MemoryReading] = {}
         self._claims: dict[int, int] = {}
+        self._series: list[tuple[int, str]] = []  # (index, uuid) of the device gauges
         self._published: set[int] = set()
         self._last_problem: str | None = None
 
@@ -110,20 +111,23 @@ class Watcher:
         claims: dict[int, int],
         wrote: bool,
     ) -> None:
-        if readings == self._readings and claims == self._claims:
+        series = [(device.index, device.uuid) for device in devices]
+        if readings == self._readings and claims == self._claims and series == self._series:
             if wrote:
                 log.info("rewrote %s: it was missing or edited on disk", self.publisher.path)
             return  # a quiet poll: the gauges already hold these values
         changed = False
-        if set(readings) != set(self._readings):
-            self.metrics.forget_devices()  # drop series of devices that left the profile
+        if series != self._series:
+            # Drop the series of devices that left the profile or changed uuid.
+            self.metrics.forget_devices()
+            self._series = series
         for device in devices:
             new = readings[device.index]
             old = self._readings.get(device.index)
-            labels = (str(device.index), device.uuid)
-            self.metrics.claims.labels(*labels).set(claims[device.index])
-            self.metrics.used_bytes.labels(*labels).set(new.used_bytes)
-            self.metrics.free_bytes.labels(*labels).set(new.free_bytes)
+            gauges = self.metrics.device(device.index, device.uuid)
+            gauges.claims.set(claims[device.index])
+            gauges.used_bytes.set(new.used_bytes)
+            gauges.free_bytes.set(new.free_bytes)
             if old != new:
                 changed = True
                 before = "none" if old is None else str(old.used_bytes)

@@ -249,6 +249,20 @@ def test_profile_change_is_picked_up(kubelet: FakeKubelet, driver_root: Path) ->
     r.close()
 
 
+def test_device_metrics_follow_a_uuid_change(kubelet: FakeKubelet, driver_root: Path) -> None:
+    r = Rig(kubelet, driver_root)
+    assert r.client.wait_ready(5)
+    r.watcher.poll()
+    assert r.metric("allocwatch_device_used_bytes", index="0", uuid=A100_UUIDS[0]) == 0
+    # Same devices, same (idle) readings, new uuids: the old series must go.
+    r.config.write_text(A100.read_text().replace("12345678000", "abcdef00000"))
+    assert r.watcher.poll().result == OK
+    new_uuid = A100_UUIDS[0].replace("12345678000", "abcdef00000")
+    assert r.metric("allocwatch_device_used_bytes", index="0", uuid=A100_UUIDS[0]) is None
+    assert r.metric("allocwatch_device_used_bytes", index="0", uuid=new_uuid) == 0
+    r.close()
+
+
 def test_refused_document_is_retried_not_overwritten(rig: Rig) -> None:
     rig.overrides.write_text("owner: someone\n")
     rig.start()
