@@ -213,6 +213,20 @@ def test_human_overrides_survive(target: Path) -> None:
     assert doc["devices"]["0"]["memory"] == {"used_bytes": 4096, "free_bytes": 8192}
 
 
+def test_devices_sharing_one_yaml_anchor_get_their_own_readings(target: Path) -> None:
+    # A human may alias buckets; each device must still show its own numbers.
+    target.write_text(
+        "devices:\n  '0': &gpu\n    thermal: {temperature_gpu_c: 85}\n  '1': *gpu\nversion: 1\n"
+    )
+    OverridesPublisher(target).publish({0: R(1, 2), 1: R(3, 4)})
+    text = target.read_text()
+    devices = parse_document(text)["devices"]
+    thermal = {"temperature_gpu_c": 85}
+    assert devices["0"] == {"thermal": thermal, "memory": {"used_bytes": 1, "free_bytes": 2}}
+    assert devices["1"] == {"thermal": thermal, "memory": {"used_bytes": 3, "free_bytes": 4}}
+    assert "&" not in text and "*" not in text
+
+
 def test_deleted_file_is_restored(target: Path) -> None:
     pub = OverridesPublisher(target)
     pub.publish({0: R(1, 2)})
