@@ -16,7 +16,6 @@ Contract (shared with the engine and `nvml-mock-ctl`):
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import os
 import tempfile
@@ -151,50 +150,56 @@ def merge_readings(doc: Mapping[str, Any], readings: Mapping[int, MemoryReading]
     """Return a copy of `doc` with our two memory keys set for each reading (pure).
 
     Missing, null or non-map buckets and `memory` blocks become maps; every
-    other key, and every other device, is kept.
+    other key, and every other device, is kept. Only the maps on the path to a
+    changed key are copied; the rest is shared with `doc`, which neither this
+    nor anything else here modifies.
     """
-    out: Document = copy.deepcopy(dict(doc))
+    out: Document = dict(doc)
     if not readings:
         return out
     if not isinstance(out.get("version"), int):
         out["version"] = 1  # what Go writers emit
     devices = out.get("devices")
-    if not isinstance(devices, dict):
-        devices = out["devices"] = {}
+    devices = out["devices"] = dict(devices) if isinstance(devices, dict) else {}
     for index, reading in readings.items():
         key = str(index)
         bucket = devices.get(key)
-        if not isinstance(bucket, dict):
-            bucket = devices[key] = {}
+        bucket = devices[key] = dict(bucket) if isinstance(bucket, dict) else {}
         memory = bucket.get("memory")
-        if not isinstance(memory, dict):
-            memory = bucket["memory"] = {}
+        memory = bucket["memory"] = dict(memory) if isinstance(memory, dict) else {}
         memory["used_bytes"] = int(reading.used_bytes)
         memory["free_bytes"] = int(reading.free_bytes)
     return out
 
 
 def remove_readings(doc: Mapping[str, Any], indices: Iterable[int]) -> Document:
-    """Return a copy without our memory keys for `indices`, pruning maps left empty."""
-    out: Document = copy.deepcopy(dict(doc))
+    """Return a copy without our memory keys for `indices`, pruning maps left empty.
+
+    Copies only the maps it changes, as merge_readings does.
+    """
+    out: Document = dict(doc)
     devices = out.get("devices")
     if not isinstance(devices, dict):
         return out
+    devices = out["devices"] = dict(devices)
     for index in indices:
         key = str(index)
         bucket = devices.get(key)
-        if not isinstance(bucket, dict):
+        memory = bucket.get("memory") if isinstance(bucket, dict) else None
+        if not isinstance(memory, dict) or not any(k in memory for k in MEMORY_KEYS):
             continue
-        memory = bucket.get("memory")
-        if isinstance(memory, dict):
-            for k in MEMORY_KEYS:
-                memory.pop(k, None)
-            if not memory:
-                del bucket["memory"]
-        if not bucket:
+        bucket = dict(bucket)
+        memory = {k: v for k, v in memory.items() if k not in MEMORY_KEYS}
+        if memory:
+            bucket["memory"] = memory
+        else:
+            del bucket["memory"]
+        if bucket:
+            devices[key] = bucket
+        else:
             del devices[key]
-    if not devices:
-        del out["devices"]
+            if not devices:
+                del out["devices"]
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import stat
 from pathlib import Path
@@ -120,6 +121,25 @@ def test_remove_prunes_empty_maps_and_keeps_others() -> None:
         "devices": {"1": {"thermal": {"t": 1}, "memory": {"total_bytes": 9}}},
     }
     assert remove_readings(merge_readings({}, {0: R(1, 2)}), [0]) == {"version": 1}
+
+
+def test_merge_and_remove_leave_their_input_untouched() -> None:
+    doc = parse_document(
+        "version: 1\n"
+        "devices:\n"
+        "  '0': {memory: {used_bytes: 1, free_bytes: 2, total_bytes: 3}, fan: {speed: 1}}\n"
+        "  '1': {memory: {used_bytes: 4, free_bytes: 5}}\n"
+    )
+    before = copy.deepcopy(doc)
+    merged = merge_readings(doc, {0: R(7, 8), 2: R(9, 10)})
+    removed = remove_readings(merged, [0, 1, 2])
+    assert doc == before
+    assert merged["devices"]["0"]["memory"] == {"used_bytes": 7, "free_bytes": 8, "total_bytes": 3}
+    assert removed == {
+        "version": 1,
+        "devices": {"0": {"memory": {"total_bytes": 3}, "fan": {"speed": 1}}},
+    }
+    assert merged["devices"]["1"]["memory"] == {"used_bytes": 4, "free_bytes": 5}
 
 
 def test_rendered_yaml_round_trips_and_quotes_go_booleans() -> None:
