@@ -4,9 +4,10 @@ Contract (shared with the engine and `nvml-mock-ctl`):
 * Writers hold an exclusive flock on the sibling `<file>.lock` across
   load → merge → write, and never delete that lock file.
 * The document is strict: top-level keys are only `version` (an int), `all`
-  and `devices`; duplicate keys are errors. A document we cannot parse is
-  never overwritten: it may be a human's edit, and the engine keeps serving
-  its last good copy meanwhile.
+  and `devices`; duplicate keys are errors, and so are aliases that contain
+  themselves or expand the document past MAX_EXPANDED_NODES. A document we
+  cannot parse is never overwritten: it may be a human's edit, and the engine
+  keeps serving its last good copy meanwhile.
 * We own only `devices["<i>"].memory.{used_bytes,free_bytes}`; every other key
   is preserved. Byte counts are written as ints (exact in float64).
 * Writes go to a temp file in the same directory, chmod 0644, then rename,
@@ -103,28 +104,57 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_str)
 
 
+# go-yaml refuses a document whose aliases expand it far beyond its text, and
+# so does the engine; we rebuild every aliased map as its own copy, so without
+# a bound a few lines of aliases would take our memory.
+MAX_EXPANDED_NODES = 100_000
+
+
 def _normalise_keys(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {
-            (str(k) if isinstance(k, int) and not isinstance(k, bool) else k): _normalise_keys(v)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [_normalise_keys(v) for v in value]
-    return value
+    """Copy of a parsed document with int keys as strings and no shared maps or lists.
+
+    Raises DocumentError for an alias that contains itself or a document that
+    aliases expand past MAX_EXPANDED_NODES.
+    """
+    budget = MAX_EXPANDED_NODES
+    ancestors: set[int] = set()
+
+    def rebuild(node: Any) -> Any:
+        nonlocal budget
+        budget -= 1
+        if budget < 0:
+            raise DocumentError(f"aliases expand the document past {MAX_EXPANDED_NODES} nodes")
+        if not isinstance(node, dict | list):
+            return node
+        if id(node) in ancestors:
+            raise DocumentError("an alias refers to a map or list that contains it")
+        ancestors.add(id(node))
+        try:
+            if isinstance(node, list):
+                return [rebuild(v) for v in node]
+            return {
+                (str(k) if isinstance(k, int) and not isinstance(k, bool) else k): rebuild(v)
+                for k, v in node.items()
+            }
+        finally:
+            ancestors.discard(id(node))
+
+    return rebuild(value)
 
 
 def parse_document(text: str) -> Document:
     """Strictly parse override YAML (or JSON). A blank file is an empty document."""
     try:
         doc = yaml.load(text, Loader=_StrictLoader)
+        if doc is None:
+            return {}
+        if not isinstance(doc, dict):
+            raise DocumentError(f"the document must be a mapping, not {type(doc).__name__}")
+        doc = _normalise_keys(doc)
     except yaml.YAMLError as exc:
         raise DocumentError(f"not valid YAML: {exc}") from exc
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise DocumentError(f"the document must be a mapping, not {type(doc).__name__}")
-    doc = _normalise_keys(doc)
+    except RecursionError:
+        raise DocumentError("nested too deeply to read") from None
     unknown = sorted(str(k) for k in doc if k not in TOP_LEVEL_KEYS)
     if unknown:
         raise DocumentError(

@@ -48,6 +48,12 @@ def test_int_device_keys_become_strings() -> None:
     }
 
 
+# Nine lines that PyYAML loads as shared lists but that expand to 10**9 items.
+ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9)
+)
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -55,6 +61,10 @@ def test_int_device_keys_become_strings() -> None:
         ("version: '1'\n", "version"),
         ("version: true\n", "version"),
         ("version: 1\nversion: 1\n", "duplicate key"),
+        ("devices: &d {'0': *d}\n", "contains it"),
+        ("all: &x {k: [1, {j: *x}]}\n", "contains it"),
+        (ALIAS_BOMB, "past 100000 nodes"),
+        ("all: {k: " + "[" * 600 + "]" * 600 + "}\n", "nested too deeply"),
         ("devices:\n  '0': {}\n  '0': {}\n", "duplicate key"),
         ("devices:\n  '0':\n    memory: {used_bytes: 1, used_bytes: 2}\n", "duplicate key"),
         ("devices:\n  0: {}\n  '0': {}\n", "duplicate key"),
@@ -262,7 +272,9 @@ def test_external_edit_of_our_keys_is_corrected(target: Path) -> None:
     assert pub.publish({0: R(1, 2)}).wrote
 
 
-@pytest.mark.parametrize("bad", ["owner: me\n", "version: '1'\n", "a: 1\na: 2\n"])
+@pytest.mark.parametrize(
+    "bad", ["owner: me\n", "version: '1'\n", "a: 1\na: 2\n", "devices: &d {'0': *d}\n"]
+)
 def test_refused_document_is_never_overwritten(target: Path, bad: str) -> None:
     target.write_text(bad)
     before = target.stat()
