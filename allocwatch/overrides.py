@@ -17,6 +17,7 @@ Contract (shared with the engine and `nvml-mock-ctl`):
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import tempfile
@@ -87,11 +88,27 @@ _StrictLoader.yaml_implicit_resolvers = {
 }
 
 
+_SCALAR_RESOLVER = yaml.resolver.Resolver()  # the implicit tags SafeDumper uses
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar_tag(value: str, implicit: tuple[bool, bool]) -> str:
+    return _SCALAR_RESOLVER.resolve(yaml.ScalarNode, value, implicit)
+
+
 class _Dumper(_DumperBase):  # type: ignore[misc,valid-type]
     def ignore_aliases(self, data: Any) -> bool:
         # Never write anchors: parse_document rebuilds every node, so nothing
         # is shared, and skipping the check saves a tenth of a render.
         return True
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        # The serializer asks this twice per scalar, and the answer depends
+        # only on the text; the same keys recur on every write, and regex
+        # matching them each time is a fifth of a render.
+        if kind is yaml.ScalarNode:
+            return _scalar_tag(value, tuple(implicit))
+        return super().resolve(kind, value, implicit)
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:

@@ -160,6 +160,26 @@ def test_rendered_yaml_round_trips_and_quotes_go_booleans() -> None:
     assert yaml.safe_load(text)["devices"]["0"]["x"]["c"] == "2001-12-14"
 
 
+SCALARS_THAT_LOOK_TYPED = [
+    "1", "-1", "0x1F", "0o17", "1_000", "1.5", "1e3", ".inf", "-.Inf", ".nan", "true",
+    "False", "yes", "off", "null", "~", "", " ", "<<", "=", "a: b", "- x", "#", "2001-12-14",
+]  # fmt: skip
+
+
+def test_every_scalar_keeps_its_type_through_a_render_and_back() -> None:
+    values = [*SCALARS_THAT_LOOK_TYPED, 1, -1, 1.5, float("inf"), True, False, None]
+    doc = {
+        "all": {f"k{i}": v for i, v in enumerate(values)}
+        | {s: s for s in SCALARS_THAT_LOOK_TYPED if s}
+    }
+    doc["devices"] = {"0": {"list": values}}
+    # Twice: the second render answers from the resolver cache the first filled.
+    for _ in range(2):
+        back = parse_document(render_document(doc))
+        assert back == doc
+        assert [type(v) for v in back["devices"]["0"]["list"]] == [type(v) for v in values]
+
+
 # --- the publisher on a real directory ---------------------------------------
 
 
