@@ -26,15 +26,12 @@ when a target that could be checked was missed.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -49,6 +46,7 @@ import yaml
 
 from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
+from bench.filewrites import FileWrites
 from tests.interop.upstream import Upstream, UpstreamUnavailable, locate
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
@@ -59,53 +57,6 @@ GPU_PODS_PER_DEVICE = 2
 TOTAL_PODS = 110
 ENGINE_TTL_S = 1.0
 CHART_MEMORY_LIMIT_MIB = 128
-
-IN_CLOSE_WRITE = 0x00000008
-IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
-
-
-class Inotify:
-    """Counts writes of one file: renames onto it and in-place closes after writing."""
-
-    def __init__(self, path: Path) -> None:
-        self.name = path.name.encode()
-        libc = ctypes.CDLL(None, use_errno=True)
-        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1")
-        wd = libc.inotify_add_watch(
-            self.fd, str(path.parent).encode(), IN_CLOSE_WRITE | IN_MOVED_TO
-        )
-        if wd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_add_watch")
-        self.writes = 0
-        self.last_write = 0.0
-
-    def drain(self, timeout: float = 0.0) -> int:
-        """Consume pending events (waiting up to `timeout` for the first); count ours."""
-        seen = 0
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        while ready:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                break
-            off = 0
-            while off < len(data):
-                _, mask, _, length = struct.unpack_from("iIII", data, off)
-                name = data[off + 16 : off + 16 + length].rstrip(b"\0")
-                off += 16 + length
-                if name == self.name and mask & (IN_CLOSE_WRITE | IN_MOVED_TO):
-                    seen += 1
-            ready, _, _ = select.select([self.fd], [], [], 0)
-        if seen:
-            self.writes += seen
-            self.last_write = time.monotonic()
-        return seen
-
-    def close(self) -> None:
-        os.close(self.fd)
 
 
 class Consumer(threading.Thread):
@@ -228,7 +179,7 @@ def run_one(
                 return sum(active[base : base + GPU_PODS_PER_DEVICE])
 
             kubelet.set_pods(pods())
-            inotify = Inotify(target)
+            inotify = FileWrites(target)
             argv, env = command(kubelet.socket_path, config, target, interval)
             log = (tmp / "watcher.log").open("wb")
             proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=REPO)
