@@ -285,7 +285,7 @@ def run_interval(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--intervals", default="250ms,1s,2s")
+    parser.add_argument("--intervals", default="250ms,500ms,1s,2s")  # 500ms: the default
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--idle", type=float, default=30.0, help="idle window, seconds")
     parser.add_argument("--seed", type=int, default=1)
