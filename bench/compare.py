@@ -230,10 +230,8 @@ def run_one(
                 kubelet.set_pods(pods())
                 started = time.monotonic()
                 # Re-read the document only when inotify reports a write to it.
-                while used_bytes(target) != want:
-                    while not inotify.drain(0.5):
-                        if time.monotonic() - started > 30:
-                            raise RuntimeError(f"{name}: a change never reached the file")
+                if not inotify.wait_for(lambda: used_bytes(target), want, 30):
+                    raise RuntimeError(f"{name}: a change never reached the file")
                 latencies.append(time.monotonic() - started)
             inotify.drain()
             w2, r2, c2, t2 = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from inotify_simple import INotify, flags
@@ -30,6 +31,16 @@ class FileWrites:
             self.writes += seen
             self.last_write = time.monotonic()
         return seen
+
+    def wait_for(self, read: Callable[[], object], want: object, timeout: float) -> bool:
+        """Until `read()` returns `want`, re-read after each write; False after `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while read() != want:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.drain(remaining)
+        return True
 
     def close(self) -> None:
         self._inotify.close()

@@ -247,12 +247,8 @@ def run_interval(
                 want = expected()
                 # Re-read the file only when it is written, rather than polling
                 # it on the cores the watcher is being measured on.
-                deadline = t0 + 10 * seconds + 5
-                while readings.used() != want:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise RuntimeError("change never reached the file")
-                    writes.drain(remaining)
+                if not writes.wait_for(readings.used, want, 10 * seconds + 5):
+                    raise RuntimeError("change never reached the file")
                 latencies.append(time.monotonic() - t0)
             b1, busy_s = scrape(port), time.monotonic() - busy_start
             c2 = cpu_seconds(proc.pid)
