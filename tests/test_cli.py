@@ -232,6 +232,24 @@ def test_keep_readings_on_exit(kubelet: FakeKubelet, driver_root: Path) -> None:
     assert '"level": "info"' in log
 
 
+def test_no_grpc_threads_linger_between_polls(kubelet: FakeKubelet, driver_root: Path) -> None:
+    # An open channel keeps grpc's thread pool waking all the time, which
+    # costs an idle node more CPU than the polls themselves.
+    w = Running(
+        "--socket", kubelet.socket_path, "--driver-root", str(driver_root), "--interval", "1h"
+    )
+    eventually((driver_root / "config" / "overrides.yaml").exists, what="the first publish")
+
+    def threads() -> int:
+        return len(list(Path(f"/proc/{w.proc.pid}/task").iterdir()))
+
+    # Between polls only the main thread and the metrics server's remain.
+    eventually(lambda: threads() == 2, what="grpc's threads to exit")
+    assert w.get("/readyz")[0] == 200
+    code, _, _ = w.terminate()
+    assert code == 0
+
+
 def test_not_ready_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None:
     w = Running("--socket", kubelet.socket_path, "--driver-root", str(tmp_path / "absent"))
     eventually(lambda: "missing" in w.get("/readyz")[1], what="a reason")
