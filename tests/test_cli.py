@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -315,3 +316,23 @@ def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
                 assert r.read() == b"ok\n"
     finally:
         server.stop()
+
+
+def test_health_server_sleeps_until_a_request_and_stops_at_once() -> None:
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (True, "ok"))
+    server.start()
+    try:
+        (thread,) = [t for t in threading.enumerate() if t.name == "health"]
+        task = Path(f"/proc/self/task/{thread.native_id}")
+        eventually(lambda: (task / "stat").read_text().split(")")[1].split()[0] == "S")
+        # schedstat's third field counts the times the thread was scheduled
+        runs = int((task / "schedstat").read_text().split()[2])
+        time.sleep(1.2)  # serve_forever's half-second shutdown check would wake it twice
+        assert int((task / "schedstat").read_text().split()[2]) == runs
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as r:
+            assert r.read() == b"ok\n"
+    finally:
+        started = time.monotonic()
+        server.stop()
+    assert time.monotonic() - started < 0.2
+    assert not thread.is_alive()
