@@ -59,23 +59,41 @@ def claims_from_response(
     return [claim for pod in response.pod_resources for claim in _pod_claims(pod, resource_names)]
 
 
-def claims_from_encoded(
-    response: api_pb2.EncodedPodResourcesList, resource_names: Set[str]
-) -> list[Claim]:
-    """claims_from_response, decoding only the pods that can hold a claim.
+class ClaimDecoder:
+    """claims_from_response for a List whose pods are still encoded.
 
-    Protobuf stores strings verbatim, so a pod holding a watched resource
-    contains its name's bytes; a pod without them cannot, and is skipped
-    undecoded. A false match only costs a decode.
+    Decodes only the pods that can hold a claim: protobuf stores strings
+    verbatim, so a pod holding a watched resource contains its name's bytes,
+    and a pod without them is skipped undecoded (a false match only costs a
+    decode). Between two polls nearly every pod is byte-for-byte the same, so
+    the claims of the previous List's pods are reused rather than scanned
+    again; only that List's pods are remembered.
     """
-    # One C-level scan per pod (re caches the compiled pattern).
-    mentions_a_name = re.compile(b"|".join(re.escape(n.encode()) for n in sorted(resource_names)))
-    return [
-        claim
-        for encoded in response.pod_resources
-        if mentions_a_name.search(encoded)
-        for claim in _pod_claims(api_pb2.PodResources.FromString(encoded), resource_names)
-    ]
+
+    def __init__(self, resource_names: Set[str]) -> None:
+        self.resource_names = frozenset(resource_names)
+        self._mentions_a_name = re.compile(
+            b"|".join(re.escape(n.encode()) for n in sorted(self.resource_names))
+        )
+        self._previous: dict[bytes, list[Claim]] = {}
+
+    def __call__(self, response: api_pb2.EncodedPodResourcesList) -> list[Claim]:
+        """One claim per (pod, container, device id), in List order, no de-duplication."""
+        previous, current = self._previous, {}
+        claims: list[Claim] = []
+        for encoded in response.pod_resources:
+            pod_claims = previous.get(encoded)
+            if pod_claims is None:
+                pod_claims = self._decode(encoded)
+            current[encoded] = pod_claims
+            claims.extend(pod_claims)
+        self._previous = current
+        return claims
+
+    def _decode(self, encoded: bytes) -> list[Claim]:
+        if not self.resource_names or not self._mentions_a_name.search(encoded):
+            return []
+        return _pod_claims(api_pb2.PodResources.FromString(encoded), self.resource_names)
 
 
 def _pod_claims(pod: api_pb2.PodResources, resource_names: Set[str]) -> list[Claim]:
@@ -117,6 +135,7 @@ class PodResourcesClient:
         self.socket_path = socket_path
         self.resource_names = frozenset(resource_names)
         self.call_timeout = call_timeout
+        self._decode = ClaimDecoder(self.resource_names)
         self._channel: grpc.Channel | None = None
         self.in_call = False
 
@@ -155,7 +174,7 @@ class PodResourcesClient:
         a hung List by raising Interrupted while `in_call` is set.
         """
         # The generated stub's List, but answering with the pods still encoded
-        # (see claims_from_encoded).
+        # (see ClaimDecoder).
         list_pods = self._open().unary_unary(
             LIST_METHOD,
             request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
@@ -172,7 +191,7 @@ class PodResourcesClient:
         finally:
             self.in_call = False
             self.close()
-        return claims_from_encoded(response, self.resource_names)
+        return self._decode(response)
 
     def close(self) -> None:
         if self._channel is not None:

@@ -12,7 +12,7 @@ from allocwatch.kubeletapi.podresources.v1 import api_pb2
 from allocwatch.podresources import (
     DEFAULT_RESOURCE_NAMES,
     Claim,
-    claims_from_encoded,
+    ClaimDecoder,
     claims_from_response,
 )
 from tests.support.fakekubelet import build_response, gpu_pod
@@ -24,7 +24,7 @@ ClaimsOf = Callable[[api_pb2.ListPodResourcesResponse, Set[str]], list[Claim]]
 
 def _via_encoded(resp: api_pb2.ListPodResourcesResponse, names: Set[str]) -> list[Claim]:
     wire = resp.SerializeToString()
-    return claims_from_encoded(api_pb2.EncodedPodResourcesList.FromString(wire), names)
+    return ClaimDecoder(names)(api_pb2.EncodedPodResourcesList.FromString(wire))
 
 
 @pytest.fixture(params=["decoded", "encoded"])
@@ -125,3 +125,18 @@ def test_encoded_decoding_matches_full_decoding_on_a_mixed_node() -> None:
     for names in (NAMES, frozenset({"nvidia.com/gpu"}), frozenset({"amd.com/gpu"}), frozenset()):
         assert _via_encoded(resp, names) == claims_from_response(resp, names)
     assert len(claims_from_response(resp, NAMES)) > 100
+
+
+def test_one_decoder_across_changing_lists_matches_full_decoding() -> None:
+    # The decoder remembers the previous List's pods; pods that change,
+    # appear, vanish or repeat must still come out exactly as decoded afresh.
+    rng = random.Random(11)
+    pods = [_random_pod(rng, i) for i in range(60)]
+    decode = ClaimDecoder(NAMES)
+    for _ in range(40):
+        for _ in range(rng.randrange(6)):
+            pods[rng.randrange(len(pods))] = _random_pod(rng, rng.randrange(1000))
+        listed = rng.sample(pods, rng.randrange(len(pods))) + pods[:2]  # some pods twice
+        resp = build_response(listed)
+        wire = api_pb2.EncodedPodResourcesList.FromString(resp.SerializeToString())
+        assert decode(wire) == claims_from_response(resp, NAMES)
