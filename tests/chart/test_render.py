@@ -356,6 +356,18 @@ def test_service_without_metrics_fails_clearly(helm: Helm) -> None:
     assert "need metrics.enabled=true" in result.stderr
 
 
+def test_surge_without_zero_max_unavailable_fails_clearly(helm: Helm) -> None:
+    result = helm.template({"updateStrategy": {"rollingUpdate": {"maxSurge": 1}}})
+    assert result.returncode != 0
+    assert "maxSurge needs maxUnavailable=0" in result.stderr
+    surge = {"rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 0}}
+    objects = helm.render({"updateStrategy": surge})
+    assert only(objects, "DaemonSet")["spec"]["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 0},
+    }
+
+
 def test_notes_explain_how_to_verify_and_warn_about_the_sidecar(helm: Helm) -> None:
     result = helm.run("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE)
     assert result.returncode == 0, result.stderr

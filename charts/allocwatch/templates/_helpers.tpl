@@ -54,6 +54,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and (not .Values.metrics.enabled) (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}
 {{- fail "metrics.service.enabled and metrics.serviceMonitor.enabled need metrics.enabled=true" }}
 {{- end }}
+{{- $strategy := .Values.updateStrategy | default dict }}
+{{- if ne ($strategy.type | default "RollingUpdate") "OnDelete" }}
+{{- with $strategy.rollingUpdate }}
+{{- /* Values merge maps, so a maxSurge meets the default maxUnavailable. */}}
+{{- $zero := list "0" "0%" }}
+{{- if not (or (has (toString (.maxSurge | default 0)) $zero) (has (toString (.maxUnavailable | default 0)) $zero)) }}
+{{- fail "updateStrategy.rollingUpdate: maxSurge needs maxUnavailable=0 (the API server rejects both non-zero)" }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The watcher's command line, built from values. */}}
