@@ -217,6 +217,7 @@ class KindProvider(Provider):
                 ("kind", self.kind_bin),
                 ("kubectl", self.kubectl_bin),
                 ("docker", self.docker),
+                ("helm", self.env.get("HELM") or shutil.which("helm")),
             )
             if not p
         ]
