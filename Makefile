@@ -5,7 +5,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 IMAGE_REPO ?= localhost/allocwatch
-IMAGE_TAG ?= $(shell $(PY) -c 'import allocwatch; print(allocwatch.__version__)' 2>/dev/null || echo dev)
+# the chart's appVersion, so `helm install` finds what `make image` built
+IMAGE_TAG ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
 IMAGE ?= $(IMAGE_REPO):$(IMAGE_TAG)
 BASE_IMAGE ?=
 DOCKER ?= docker
@@ -34,7 +35,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 ## proto: regenerate the committed gRPC stubs
-proto:
+proto: venv
 	$(PY) -m pip install -q -e '.[proto]'
 	PYTHON=$(PY) hack/gen-proto.sh
 

