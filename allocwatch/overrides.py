@@ -20,6 +20,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
@@ -64,6 +65,10 @@ class _StrictLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                # `<<: *base`, which go-yaml accepts too: the merged keys are
+                # defaults that this map's own keys may override.
+                continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, int) and not isinstance(key, bool):
                 # go-yaml turns an int key into its decimal string for map[string]
@@ -111,9 +116,22 @@ class _Dumper(_DumperBase):  # type: ignore[misc,valid-type]
         return super().resolve(kind, value, implicit)
 
 
+# Plain scalars that go-yaml v2, the engine's parser, reads as a bool or a
+# number but PyYAML's YAML 1.1 resolver reads as a string, so PyYAML would
+# write them unquoted: y/Y/n/N, floats without a dot or with an unsigned
+# exponent (`1e3`, `1.5e3`), and Go's 0o/0O/0B/0X integer prefixes. go-yaml
+# drops underscores before it tries a number, and so does the match.
+_GO_YAML_NON_STRING = re.compile(
+    r"[yYnN]"
+    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)"
+)
+
+
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    # go-yaml v2 reads y/Y/n/N as booleans; PyYAML would write them plain.
-    if value in {"y", "Y", "n", "N"}:
+    # A Go writer quotes such a string; written plain, the engine would read a
+    # number where it expects text and refuse that device's overrides.
+    if _GO_YAML_NON_STRING.fullmatch(value.replace("_", "")):
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     return dumper.represent_str(value)
 

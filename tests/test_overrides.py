@@ -160,6 +160,39 @@ def test_rendered_yaml_round_trips_and_quotes_go_booleans() -> None:
     assert yaml.safe_load(text)["devices"]["0"]["x"]["c"] == "2001-12-14"
 
 
+def test_merge_keys_are_read_as_go_yaml_reads_them() -> None:
+    text = """
+version: 1
+all: &base {fan: {speed_percent: 40}, power: {limit_w: 300}}
+devices:
+  "0": {<<: *base, fan: {speed_percent: 90}}
+  "1": {<<: [*base], thermal: {temperature_gpu_c: 85}}
+"""
+    doc = parse_document(text)
+    assert doc["devices"]["0"] == {"fan": {"speed_percent": 90}, "power": {"limit_w": 300}}
+    assert doc["devices"]["1"]["thermal"] == {"temperature_gpu_c": 85}
+    assert doc["devices"]["1"]["power"] == {"limit_w": 300}
+    with pytest.raises(DocumentError, match="duplicate key"):
+        parse_document('devices: {"0": {<<: {a: 1}, b: 1, b: 2}}')
+
+
+# Strings go-yaml v2 (the engine's parser) resolves as numbers when plain,
+# though PyYAML's resolver does not: a Go writer quotes them, and so must we.
+GO_NUMBERS = ["1e3", "1E+3", "-1.5e3", "+.5e-2", "1_0e3", "0o17", "0O17", "0X1F", "0B11"]
+GO_STRINGS = ["1e", "e3", "0o9", "0x", "1.2.3", "v1e3", "1e3x"]
+
+
+def test_strings_go_yaml_reads_as_numbers_are_double_quoted() -> None:
+    doc = {"all": {f"k{i}": v for i, v in enumerate(GO_NUMBERS + GO_STRINGS)}}
+    text = render_document(doc)
+    assert parse_document(text) == doc
+    lines = dict(line.strip().split(": ", 1) for line in text.splitlines()[1:])
+    for i, value in enumerate(GO_NUMBERS):
+        assert lines[f"k{i}"] == f'"{value}"', text
+    for i, value in enumerate(GO_STRINGS, start=len(GO_NUMBERS)):
+        assert lines[f"k{i}"] == value, text
+
+
 SCALARS_THAT_LOOK_TYPED = [
     "1", "-1", "0x1F", "0o17", "1_000", "1.5", "1e3", ".inf", "-.Inf", ".nan", "true",
     "False", "yes", "off", "null", "~", "", " ", "<<", "=", "a: b", "- x", "#", "2001-12-14",
