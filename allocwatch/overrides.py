@@ -372,6 +372,8 @@ class OverridesPublisher:
                 raw = f.read()
         except FileNotFoundError:
             return None, None
+        except OSError as exc:  # a directory, no permission, an I/O error
+            raise PublishError(f"load {self.path}: {exc.strerror or exc}") from exc
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

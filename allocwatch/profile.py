@@ -152,33 +152,29 @@ class ProfileSource:
         self.devices: list[Device] | None = None
         self.error: str | None = None
         self._identity: tuple[int, int, int, int] | None = None
-        self._missing_logged = False
 
     def refresh(self) -> list[Device] | None:
+        """The current devices, or None when there are none to publish for.
+
+        Each problem is logged here, once, naming the file; `error` holds it.
+        """
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            if not self._missing_logged:
-                log.warning("profile %s is missing; publishing nothing until it appears", self.path)
-                self._missing_logged = True
-            self.devices = None
+            return self._missing()
+        except OSError as exc:  # e.g. a parent that is not a directory
             self._identity = None
-            self.error = "profile missing"
-            return None
+            return self._unusable(f"profile {self.path}: {exc.strerror or exc}")
         identity = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
         if identity == self._identity:
             return self.devices
         self._identity = identity
-        self._missing_logged = False
         try:
             devices = load_devices(self.path)
+        except FileNotFoundError:  # removed since the stat
+            return self._missing()
         except (OSError, UnicodeDecodeError, ProfileError) as exc:
-            self.error = f"profile {self.path}: {exc}"
-            if self.devices is None:
-                log.error("%s; not publishing until it is fixed", self.error)
-            else:
-                log.error("%s; keeping the last good devices", self.error)
-            return self.devices
+            return self._unusable(f"profile {self.path}: {exc}")
         if devices != self.devices:
             log.info(
                 "profile %s: %d devices (%s)",
@@ -189,3 +185,22 @@ class ProfileSource:
         self.devices = devices
         self.error = None
         return devices
+
+    def _missing(self) -> None:
+        error = f"profile {self.path} is missing"
+        if error != self.error:
+            log.warning("%s; publishing nothing until it appears", error)
+        self.devices = None
+        self._identity = None
+        self.error = error
+        return None
+
+    def _unusable(self, error: str) -> list[Device] | None:
+        """Keep the last good devices, if any, and log a new problem once."""
+        if error != self.error:
+            if self.devices is None:
+                log.error("%s; not publishing until it is fixed", error)
+            else:
+                log.error("%s; keeping the last good devices", error)
+        self.error = error
+        return self.devices

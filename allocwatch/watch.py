@@ -70,7 +70,9 @@ class Watcher:
         devices = self.profile.refresh()
         self.metrics.profile_loaded.set(1 if devices is not None else 0)
         if devices is None:
-            self._problem(self.profile.error or "no profile")
+            # ProfileSource has logged why; remembered so recovery is logged.
+            self._last_problem = self.profile.error
+            self._forget_devices()
             return PollResult(NO_PROFILE)
         try:
             claims = self.client.list_claims()
@@ -103,6 +105,14 @@ class Watcher:
         if message != self._last_problem:
             log.error("%s", message)
             self._last_problem = message
+
+    def _forget_devices(self) -> None:
+        """Drop the per-device gauges: with no profile there is no reading to show."""
+        if self._series:
+            self.metrics.forget_devices()
+        self._series = []
+        self._readings = {}
+        self._claims = {}
 
     def _report(
         self,

@@ -258,7 +258,10 @@ def test_not_ready_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None
     assert w.get("/healthz")[0] == 200
     code, _, log = w.terminate()
     assert code == 0
-    assert log.count("is missing") == 1  # logged once, not once per poll
+    # logged once, not once per poll, and naming the file
+    assert log.count("is missing") == 1
+    assert f"profile {tmp_path / 'absent' / 'config' / 'config.yaml'} is missing" in log
+    assert " ERROR " not in log  # and not again by the watcher, without the path
 
 
 def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path) -> None:

@@ -263,6 +263,45 @@ def test_device_metrics_follow_a_uuid_change(kubelet: FakeKubelet, driver_root: 
     r.close()
 
 
+def test_device_metrics_go_with_the_profile(kubelet: FakeKubelet, driver_root: Path) -> None:
+    r = Rig(kubelet, driver_root)
+    assert r.client.wait_ready(5)
+    kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[2]])])
+    assert r.watcher.poll().result == OK
+    assert (
+        r.metric("allocwatch_device_used_bytes", index="2", uuid=A100_UUIDS[2])
+        == HALF["used_bytes"]
+    )
+    r.config.unlink()
+    assert r.watcher.poll().result == NO_PROFILE
+    assert r.metric("allocwatch_device_used_bytes", index="2", uuid=A100_UUIDS[2]) is None
+    shutil.copy(A100, r.config)
+    assert r.watcher.poll().result == OK
+    assert (
+        r.metric("allocwatch_device_used_bytes", index="2", uuid=A100_UUIDS[2])
+        == HALF["used_bytes"]
+    )
+    r.close()
+
+
+def test_unreadable_paths_fail_the_poll_not_the_watcher(
+    kubelet: FakeKubelet, driver_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = Rig(kubelet, driver_root)
+    assert r.client.wait_ready(5)
+    r.overrides.mkdir()  # a directory where the file should be
+    assert r.watcher.poll().result == PUBLISH_ERROR
+    assert f"load {r.overrides}: Is a directory" in caplog.text
+    r.overrides.rmdir()
+    assert r.watcher.poll().result == OK
+    blocker = driver_root / "file"
+    blocker.write_text("")
+    r.watcher.profile = ProfileSource(blocker / "config.yaml")  # under a regular file
+    assert r.watcher.poll().result == NO_PROFILE
+    assert f"profile {blocker / 'config.yaml'}: Not a directory" in caplog.text
+    r.close()
+
+
 def test_refused_document_is_retried_not_overwritten(rig: Rig) -> None:
     rig.overrides.write_text("owner: someone\n")
     rig.start()
