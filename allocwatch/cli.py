@@ -220,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 outcome = watcher.poll(stop)
             except Interrupted:
                 return EXIT_OK
+            if stop.is_set():  # a signal: not a failure, even if it cut the poll short
+                return EXIT_OK
             return EXIT_OK if outcome.result == OK else EXIT_FAILURE
         # Interrupted can escape only from just around a List; stop is set then.
         with contextlib.suppress(Interrupted):

@@ -166,7 +166,7 @@ class PodResourcesClient:
             self.close()
 
     def list_claims(self) -> list[Claim]:
-        """List the claims now. Raises ListError.
+        """List the claims now. Raises ListError, or Interrupted on shutdown.
 
         A blocking call, not a future: futures start a polling thread per call,
         which costs more than the whole rest of a poll. grpc checks for signals
@@ -184,8 +184,6 @@ class PodResourcesClient:
         try:
             self.in_call = True
             response = list_pods(api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout)
-        except Interrupted as exc:
-            raise ListError("cancelled by shutdown") from exc
         except grpc.RpcError as exc:
             raise ListError(f"list pod resources: {exc.code().name}: {exc.details()}") from exc
         finally:

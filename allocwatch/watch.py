@@ -84,7 +84,8 @@ class Watcher:
         try:
             result = self.publisher.publish(rec.readings, stop, remove=stale)
         except PublishError as exc:
-            self._problem(f"publish: {exc}")
+            if stop is None or not stop.is_set():  # else: abandoned for shutdown
+                self._problem(f"publish: {exc}")
             return PollResult(PUBLISH_ERROR)
         self._published = set(rec.readings)
         if result.wrote:
