@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -141,7 +142,9 @@ class PodResourcesClient:
 
     def _open(self) -> grpc.Channel:
         self.close()
-        self._channel = grpc.insecure_channel("unix://" + self.socket_path, options=CHANNEL_OPTIONS)
+        # grpc reads `unix://relative/path` as an authority, not a path.
+        target = "unix://" + os.path.abspath(self.socket_path)
+        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         return self._channel
 
     def wait_ready(self, timeout: float, stop: threading.Event | None = None) -> bool:

@@ -331,6 +331,18 @@ def test_sigterm_during_a_hung_list_with_once_exits_0(
     assert " ERROR " not in err
 
 
+def test_relative_socket_path(kubelet: FakeKubelet, driver_root: Path) -> None:
+    socket = Path(kubelet.socket_path)
+    out = subprocess.run(
+        [*CMD, "--once", "--socket", socket.name, "--driver-root", str(driver_root)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=socket.parent,
+    )
+    assert out.returncode == 0, out.stderr
+
+
 def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
     server = HealthServer(":0", Metrics(), lambda: (True, "ok"))
     server.start()
