@@ -41,32 +41,6 @@ def test_version() -> None:
 
 
 @pytest.mark.parametrize(
-    ("preset", "expected"),
-    [
-        (None, "-event_engine_client"),
-        ("", ""),
-        ("-event_engine_listener", "-event_engine_listener"),
-    ],
-)
-def test_grpc_experiments_default_leaves_a_users_setting_alone(
-    preset: str | None, expected: str
-) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
-    if preset is not None:
-        env["GRPC_EXPERIMENTS"] = preset
-    # grpc reads the variable once, on import: the package must set it first.
-    code = (
-        "import os, sys, allocwatch; imported = 'grpc' in sys.modules; "
-        "import allocwatch.cli; print(imported, repr(os.environ['GRPC_EXPERIMENTS']))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=env
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == f"False {expected!r}\n"
-
-
-@pytest.mark.parametrize(
     ("args", "needle"),
     [
         (["--used-fraction", "nan"], "--used-fraction"),
