@@ -37,13 +37,18 @@ LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 
+# A poll takes a few milliseconds, so a shorter interval only spins a core and
+# can never be ready (3 intervals); past a day, the sleep overflows the clock.
+MIN_INTERVAL, MAX_INTERVAL = 0.01, 86400.0
+
+
 def _interval(text: str) -> float:
     try:
         seconds = parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    if not MIN_INTERVAL <= seconds <= MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 10ms and 24h")
     return seconds
 
 

@@ -49,6 +49,8 @@ def test_version() -> None:
         (["--used-fraction", "inf"], "--used-fraction"),
         (["--interval", "2x"], "--interval"),
         (["--interval", "0s"], "--interval"),
+        (["--interval", "1ns"], "between 10ms and 24h"),
+        (["--interval", "9999999h"], "between 10ms and 24h"),
         (["--dial-timeout", "-1s"], "--dial-timeout"),
         (["--metrics-address", "nonsense"], "--metrics-address"),
         (["--log-format", "xml"], "--log-format"),
