@@ -47,12 +47,12 @@ import yaml
 from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
+from bench.proc import cpu_seconds, peak_rss_mib
 from tests.interop.upstream import Upstream, UpstreamUnavailable, locate
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "tests" / "data" / "a100.yaml"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 GPU_PODS_PER_DEVICE = 2
 TOTAL_PODS = 110
 ENGINE_TTL_S = 1.0
@@ -98,17 +98,6 @@ class Row:
     reparses_idle_per_min: float | None = None
     reparses_busy_per_min: float | None = None
     note: str = ""
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def peak_rss_mib(pid: int) -> float:
-    m = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
-    assert m, "no VmHWM"
-    return int(m.group(1)) / 1024
 
 
 def used_bytes(path: Path) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import os
 import random
 import re
@@ -30,6 +29,7 @@ from allocwatch.overrides import parse_document
 from allocwatch.profile import load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
+from bench.proc import cpu_seconds, peak_rss_mib, thread_cpu_seconds
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,27 +56,6 @@ def background_pods(n: int) -> list[dict[str, Any]]:
     return [
         gpu_pod("default", f"web-{i}", [f"nic-{i}"], resource="example.com/nic") for i in range(n)
     ]
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of all the process's threads, in ns precision (schedstat, not ticks)."""
-    return (
-        sum(
-            int(Path(stat).read_text().split()[0])
-            for stat in glob.glob(f"/proc/{pid}/task/*/schedstat")
-        )
-        / 1e9
-    )
-
-
-def thread_cpu_seconds(pid: int, tid: int) -> float:
-    return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]) / 1e9
-
-
-def peak_rss_mib(pid: int) -> float:
-    m = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
-    assert m
-    return int(m.group(1)) / 1024
 
 
 def scrape(port: int) -> dict[str, float]:
