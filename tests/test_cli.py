@@ -41,6 +41,32 @@ def test_version() -> None:
 
 
 @pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        (None, "-event_engine_client"),
+        ("", ""),
+        ("-event_engine_listener", "-event_engine_listener"),
+    ],
+)
+def test_grpc_experiments_default_leaves_a_users_setting_alone(
+    preset: str | None, expected: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_EXPERIMENTS"}
+    if preset is not None:
+        env["GRPC_EXPERIMENTS"] = preset
+    # grpc reads the variable once, on import: the package must set it first.
+    code = (
+        "import os, sys, allocwatch; imported = 'grpc' in sys.modules; "
+        "import allocwatch.cli; print(imported, repr(os.environ['GRPC_EXPERIMENTS']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"False {expected!r}\n"
+
+
+@pytest.mark.parametrize(
     ("args", "needle"),
     [
         (["--used-fraction", "nan"], "--used-fraction"),
@@ -207,24 +233,6 @@ def test_keep_readings_on_exit(kubelet: FakeKubelet, driver_root: Path) -> None:
     assert code == 0
     assert len(memory(target)) == 8
     assert '"level": "info"' in log
-
-
-def test_no_grpc_threads_linger_between_polls(kubelet: FakeKubelet, driver_root: Path) -> None:
-    # An open channel keeps grpc's thread pool waking all the time, which
-    # costs an idle node more CPU than the polls themselves.
-    w = Running(
-        "--socket", kubelet.socket_path, "--driver-root", str(driver_root), "--interval", "1h"
-    )
-    eventually((driver_root / "config" / "overrides.yaml").exists, what="the first publish")
-
-    def threads() -> int:
-        return len(list(Path(f"/proc/{w.proc.pid}/task").iterdir()))
-
-    # Between polls only the main thread and the metrics server's remain.
-    eventually(lambda: threads() == 2, what="grpc's threads to exit")
-    assert w.get("/readyz")[0] == 200
-    code, _, _ = w.terminate()
-    assert code == 0
 
 
 def test_not_ready_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None:
