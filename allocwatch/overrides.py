@@ -24,7 +24,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 TOP_LEVEL_KEYS = frozenset({"version", "all", "devices"})
 MEMORY_KEYS = ("used_bytes", "free_bytes")
 FILE_MODE = 0o644
+# How often a publish retries a lock another writer holds.
+LOCK_RETRY_SECONDS = 0.05
 
 Document = dict[str, Any]
 
@@ -354,13 +356,6 @@ class OverridesPublisher:
         self.lock_path = Path(str(self.path) + ".lock")
         self.lock_timeout = lock_timeout
         self.writes = 0
-        # flock only: it is what nvml-mock-ctl takes. filelock would otherwise
-        # fall back to a marker file on a filesystem without flock, which
-        # excludes no one but ourselves. One lock object for the publisher's
-        # life: building one costs more than the flock itself.
-        self._lock = filelock.UnixFileLock(
-            str(self.lock_path), mode=FILE_MODE, fallback_to_soft=False
-        )
         self._cache_text: str | None = None
         self._cache_doc: Document | None = None
 
@@ -451,34 +446,57 @@ class OverridesPublisher:
             self._cache_text, self._cache_doc = text, merged
             return PublishResult(wrote=True)
 
-    def _locked(self, stop: threading.Event | None) -> filelock.BaseFileLock:
-        lock = self._lock
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
+    @contextlib.contextmanager
+    def _locked(self, stop: threading.Event | None) -> Iterator[None]:
+        """Hold the flock on the sidecar lock file, as nvml-mock-ctl does.
+
+        flock on a descriptor we open, never a marker file: a filesystem
+        without flock fails here rather than excluding only ourselves. The
+        file is opened per publish, so a lock file re-created by an nvml-mock
+        restart is the one locked. filelock's FileLock object would do the
+        same at ten times the cost, most of a writing poll's lock budget.
+        """
+        try:
+            fd = _open_lock_file(self.lock_path)
+        except OSError as exc:
+            raise PublishError(f"lock {self.lock_path}: {exc.strerror or exc}") from exc
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            while True:
+                try:
+                    if filelock.lock_descriptor(fd, blocking=False):
+                        break
+                except OSError as exc:
+                    raise PublishError(f"lock {self.lock_path}: {exc.strerror or exc}") from exc
+                if stop is not None and stop.is_set():
+                    raise PublishError(f"lock {self.lock_path}: cancelled by shutdown")
+                if time.monotonic() >= deadline:
+                    raise PublishError(
+                        f"lock {self.lock_path}: still held by another writer after "
+                        f"{self.lock_timeout:g}s; retrying next poll"
+                    )
+                if stop is not None:
+                    stop.wait(LOCK_RETRY_SECONDS)
+                else:
+                    time.sleep(LOCK_RETRY_SECONDS)
             try:
-                lock.acquire(timeout=0.05)
-                return _Release(lock)  # type: ignore[return-value]
-            except filelock.Timeout:
-                pass
-            except OSError as exc:
-                raise PublishError(f"lock {self.lock_path}: {exc}") from exc
-            if stop is not None and stop.is_set():
-                raise PublishError(f"lock {self.lock_path}: cancelled by shutdown")
-            if time.monotonic() >= deadline:
-                raise PublishError(
-                    f"lock {self.lock_path}: still held by another writer after "
-                    f"{self.lock_timeout:g}s; retrying next poll"
-                )
+                yield
+            finally:
+                filelock.unlock_descriptor(fd)
+        finally:
+            os.close(fd)
 
 
-class _Release:
-    """Context manager that releases an already-acquired lock."""
-
-    def __init__(self, lock: filelock.BaseFileLock) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+def _open_lock_file(path: Path) -> int:
+    """A descriptor on the lock file, creating it 0644 (whatever the umask) if absent."""
+    flags = os.O_RDWR | os.O_CLOEXEC
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:  # another writer created it first
+        return os.open(path, flags)
+    os.fchmod(fd, FILE_MODE)
+    return fd

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import os
+import stat
 import subprocess
 import sys
 import threading
@@ -131,3 +133,42 @@ def test_a_filesystem_without_flock_refuses_rather_than_locking_alone(
     with pytest.raises(PublishError, match=r"overrides\.yaml\.lock.*not supported"):
         OverridesPublisher(target, lock_timeout=1).publish({0: MemoryReading(1, 2)})
     assert not target.exists()
+
+
+def test_the_lock_file_is_created_0644_whatever_the_umask(target: Path) -> None:
+    # A 0600 lock file would keep a non-root nvml-mock-ctl from opening it.
+    old = os.umask(0o077)
+    try:
+        OverridesPublisher(target).publish({0: MemoryReading(1, 2)})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(Path(str(target) + ".lock").stat().st_mode) == 0o644
+
+
+def test_a_replaced_lock_file_is_the_one_locked(target: Path) -> None:
+    # The lock file is opened per publish: after an nvml-mock restart
+    # re-creates it, holding the old inode would exclude no one.
+    pub = OverridesPublisher(target, lock_timeout=0.3)
+    assert pub.publish({0: MemoryReading(1, 2)}).wrote
+    lock = Path(str(target) + ".lock")
+    lock.unlink()
+    lock.touch()
+    holder = subprocess.Popen(
+        ["flock", str(lock), "-c", "echo locked; read _"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(PublishError, match="still held"):
+            pub.publish({0: MemoryReading(3, 4)})
+    finally:
+        release(holder)
+
+
+def test_a_lock_path_that_is_a_directory_is_a_publish_error(target: Path) -> None:
+    Path(str(target) + ".lock").mkdir()
+    with pytest.raises(PublishError, match=r"lock .*overrides\.yaml\.lock: Is a directory"):
+        OverridesPublisher(target).publish({0: MemoryReading(1, 2)})
