@@ -233,6 +233,27 @@ def test_first_publish_creates_a_0644_file_and_a_lock(target: Path) -> None:
     assert [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_a_temp_file_left_by_a_crashed_write_is_reused(target: Path) -> None:
+    tmp = target.with_name(".overrides.yaml.allocwatch.tmp")
+    tmp.write_text("devices: {0: {memory: {used_bytes: 99999999")  # cut short
+    tmp.chmod(0o600)
+    assert OverridesPublisher(target).publish({0: R(1, 2)}).wrote
+    assert not tmp.exists()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert parse_document(target.read_text())["devices"]["0"]["memory"]["used_bytes"] == 1
+
+
+def test_a_symlink_at_the_temp_name_is_not_followed(target: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("keep\n")
+    target.with_name(".overrides.yaml.allocwatch.tmp").symlink_to(elsewhere)
+    pub = OverridesPublisher(target)
+    with pytest.raises(PublishError, match="write"):
+        pub.publish({0: R(1, 2)})
+    assert elsewhere.read_text() == "keep\n"
+    assert pub.publish({0: R(1, 2)}).wrote  # the link was removed with the failed write
+
+
 def test_unchanged_readings_write_nothing(target: Path) -> None:
     pub = OverridesPublisher(target)
     pub.publish({0: R(1, 2)})
