@@ -128,15 +128,19 @@ class Watcher:
                 log.info("rewrote %s: it was missing or edited on disk", self.publisher.path)
             return  # a quiet poll: the gauges already hold these values
         changed = False
-        if series != self._series:
+        new_series = series != self._series
+        if new_series:
             # Drop the series of devices that left the profile or changed uuid.
             self.metrics.forget_devices()
             self._series = series
         for device in devices:
             new = readings[device.index]
             old = self._readings.get(device.index)
+            count = claims[device.index]
+            if not new_series and new == old and count == self._claims.get(device.index):
+                continue  # its gauges already hold these values
             gauges = self.metrics.device(device.index, device.uuid)
-            gauges.claims.set(claims[device.index])
+            gauges.claims.set(count)
             gauges.used_bytes.set(new.used_bytes)
             gauges.free_bytes.set(new.free_bytes)
             if old != new:
@@ -150,7 +154,7 @@ class Watcher:
                     new.used_bytes,
                     new.free_bytes,
                     self._claims.get(device.index, 0),
-                    claims[device.index],
+                    count,
                 )
         if wrote and not changed:
             log.info("rewrote %s: it was missing or edited on disk", self.publisher.path)

@@ -115,6 +115,25 @@ def test_claims_appear_and_disappear(rig: Rig) -> None:
     )
 
 
+def test_claims_gauge_moves_when_the_reading_is_clamped(rig: Rig) -> None:
+    # A third claim on a full device leaves its reading as it is; the claims
+    # gauge must still count it.
+    pods = [gpu_pod("ml", name, [A100_UUIDS[2]]) for name in ("a", "b", "c")]
+    rig.kubelet.set_pods(pods[:2])
+    rig.start()
+    eventually(rig.shows({2: FULL}), what="device 2 full")
+    eventually(
+        lambda: rig.metric("allocwatch_device_claims", index="2", uuid=A100_UUIDS[2]) == 2,
+        what="two claims",
+    )
+    rig.kubelet.set_pods(pods)
+    eventually(
+        lambda: rig.metric("allocwatch_device_claims", index="2", uuid=A100_UUIDS[2]) == 3,
+        what="three claims on an unchanged reading",
+    )
+    assert memory(rig.overrides) == expected({2: FULL})
+
+
 def test_time_sliced_and_renamed_resources(rig: Rig) -> None:
     rig.start()
     rig.kubelet.set_pods(
