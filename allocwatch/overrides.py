@@ -404,6 +404,9 @@ class OverridesPublisher:
             change,
             lambda doc: holds_readings(doc, readings, gone),
             stop,
+            # With no reading (no profile device has memory) there is nothing
+            # to publish: an absent file stays absent rather than becoming `{}`.
+            create=bool(readings),
         )
 
     def retract(self, indices: Iterable[int], stop: threading.Event | None = None) -> PublishResult:

@@ -233,6 +233,13 @@ def test_first_publish_creates_a_0644_file_and_a_lock(target: Path) -> None:
     assert [p.name for p in target.parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_no_readings_create_no_file(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert not pub.publish({}).wrote
+    assert not target.exists()
+    assert not target.with_name("overrides.yaml.lock").exists()
+
+
 def test_a_temp_file_left_by_a_crashed_write_is_reused(target: Path) -> None:
     tmp = target.with_name(".overrides.yaml.allocwatch.tmp")
     tmp.write_text("devices: {0: {memory: {used_bytes: 99999999")  # cut short
