@@ -13,7 +13,7 @@ DOCKER ?= docker
 # pip inside the build reaches the package index only over the host network here
 DOCKER_BUILD_FLAGS ?= --network host
 
-.PHONY: venv test interop lint proto bench bench-compare image image-fakeplugin image-size upstream \
+.PHONY: venv test interop lint proto bench bench-breakdown bench-compare image image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 venv: $(VENV)/.installed
@@ -42,6 +42,10 @@ proto: venv
 ## bench: watcher latency/CPU/RSS/writes against a fake kubelet
 bench: venv
 	$(PY) -m bench.watcher
+
+## bench-breakdown: where a poll's CPU goes, step by step, in-process
+bench-breakdown: venv
+	$(PY) -m bench.breakdown
 
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
 bench-compare: venv upstream
