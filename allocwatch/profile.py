@@ -8,8 +8,9 @@ so every index we compute is the index the engine serves:
 * A per-device `memory:` block replaces `device_defaults.memory` wholesale.
 * Field names match case-insensitively and unknown keys are ignored.
 
-Devices without any memory block are omitted: upstream would publish 0/0 and
-make the node report a total of 0, while no override keeps the base values.
+Devices without any memory block get no reading: upstream would publish 0/0
+and make the node report a total of 0, while no override keeps the base values.
+Claims on them still count as claims on a known device.
 The engine serves at most 8 devices, so higher indices are never published.
 """
 
@@ -42,6 +43,8 @@ class Device:
     uuid: str
     total_bytes: int
     reserved_bytes: int
+    # False when neither the device's entry nor device_defaults has a memory block.
+    has_memory: bool = True
 
 
 def _get(mapping: Mapping[str, Any], key: str) -> Any:
@@ -129,8 +132,9 @@ def parse_profile(text: str) -> list[Device]:
             raise ProfileError(f"device {i}: uuid must be a string, not {uuid!r}")
         memory = _memory(_get(entry, "memory"), f"device {i}.memory") or default_memory
         if memory is None:
-            continue
-        devices.append(Device(i, uuid or "", memory[0], memory[1]))
+            devices.append(Device(i, uuid or "", 0, 0, has_memory=False))
+        else:
+            devices.append(Device(i, uuid or "", memory[0], memory[1]))
     return devices
 
 
@@ -180,7 +184,10 @@ class ProfileSource:
                 "profile %s: %d devices (%s)",
                 self.path,
                 len(devices),
-                ", ".join(f"{d.index}={d.uuid or '<no uuid>'}" for d in devices),
+                ", ".join(
+                    f"{d.index}={d.uuid or '<no uuid>'}{'' if d.has_memory else ' (no memory)'}"
+                    for d in devices
+                ),
             )
         self.devices = devices
         self.error = None

@@ -45,7 +45,10 @@ def reading_for(device: Device, claims: int, fraction: float) -> MemoryReading:
 def reconcile(
     devices: Sequence[Device], claims: Iterable[Claim], fraction: float
 ) -> Reconciliation:
-    """Compute every device's reading from the whole current claim set."""
+    """Compute every device's reading from the whole current claim set.
+
+    A device without memory in the profile has claims but no reading.
+    """
     by_uuid = {d.uuid: d.index for d in devices if d.uuid}
     counts: Counter[int] = Counter()
     unknown: list[str] = []
@@ -56,7 +59,9 @@ def reconcile(
         else:
             counts[index] += 1
     return Reconciliation(
-        readings={d.index: reading_for(d, counts[d.index], fraction) for d in devices},
+        readings={
+            d.index: reading_for(d, counts[d.index], fraction) for d in devices if d.has_memory
+        },
         claims_per_device={d.index: counts[d.index] for d in devices},
         unknown_ids=tuple(unknown),
     )

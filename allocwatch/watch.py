@@ -50,7 +50,8 @@ class Watcher:
         self._last_success: float | None = None
         self._readings: dict[int, MemoryReading] = {}
         self._claims: dict[int, int] = {}
-        self._series: list[tuple[int, str]] = []  # (index, uuid) of the device gauges
+        # (index, uuid, has_memory) of the devices the gauges show
+        self._series: list[tuple[int, str, bool]] = []
         self._published: set[int] = set()
         self._last_problem: str | None = None
 
@@ -122,7 +123,7 @@ class Watcher:
         claims: dict[int, int],
         wrote: bool,
     ) -> None:
-        series = [(device.index, device.uuid) for device in devices]
+        series = [(device.index, device.uuid, device.has_memory) for device in devices]
         if readings == self._readings and claims == self._claims and series == self._series:
             if wrote:
                 log.info("rewrote %s: it was missing or edited on disk", self.publisher.path)
@@ -130,15 +131,19 @@ class Watcher:
         changed = False
         new_series = series != self._series
         if new_series:
-            # Drop the series of devices that left the profile or changed uuid.
+            # Drop the series of devices that left the profile, changed uuid
+            # or lost their memory block.
             self.metrics.forget_devices()
             self._series = series
         for device in devices:
-            new = readings[device.index]
+            new = readings.get(device.index)
             old = self._readings.get(device.index)
             count = claims[device.index]
             if not new_series and new == old and count == self._claims.get(device.index):
                 continue  # its gauges already hold these values
+            if new is None:  # no memory in the profile: claims only
+                self.metrics.claims.labels(str(device.index), device.uuid).set(count)
+                continue
             gauges = self.metrics.device(device.index, device.uuid)
             gauges.claims.set(count)
             gauges.used_bytes.set(new.used_bytes)

@@ -55,13 +55,13 @@ def test_per_device_memory_replaces_defaults_wholesale() -> None:
     assert devices[1] == Device(1, "GPU-1", 1000, 100)
 
 
-def test_devices_without_memory_are_skipped() -> None:
+def test_devices_without_memory_are_kept_without_memory() -> None:
     devices = parse_profile(
         HEADER
         + "devices:\n  - {index: 0, uuid: GPU-0}\n"
         + "  - {index: 1, uuid: GPU-1, memory: {total_bytes: 8, reserved_bytes: 2}}\n"
     )
-    assert devices == [Device(1, "GPU-1", 8, 2)]
+    assert devices == [Device(0, "GPU-0", 0, 0, has_memory=False), Device(1, "GPU-1", 8, 2)]
 
 
 def test_field_names_match_case_insensitively_and_unknown_keys_are_ignored() -> None:

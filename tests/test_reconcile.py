@@ -37,6 +37,14 @@ def test_claims_clamp_at_the_aperture(n: int) -> None:
     assert rec.readings[0] == MemoryReading(A100_APERTURE, 0)
 
 
+def test_a_device_without_memory_has_claims_but_no_reading() -> None:
+    devices = [*TWO, Device(2, "GPU-ccc", 0, 0, has_memory=False)]
+    rec = reconcile(devices, [claim("GPU-ccc"), claim("GPU-ccc::1", "q")], 0.5)
+    assert set(rec.readings) == {0, 1}
+    assert rec.claims_per_device == {0: 0, 1: 0, 2: 2}
+    assert rec.unknown_ids == ()
+
+
 def test_unknown_ids_are_ignored_and_reported() -> None:
     rec = reconcile(TWO, [claim("GPU-does-not-exist")], 0.5)
     assert all(r.used_bytes == 0 for r in rec.readings.values())

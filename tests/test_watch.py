@@ -282,6 +282,35 @@ def test_device_metrics_follow_a_uuid_change(kubelet: FakeKubelet, driver_root: 
     r.close()
 
 
+def test_a_device_without_memory_gets_claims_but_no_reading(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    # Device 3 has no memory block of its own and no defaults to inherit.
+    profile = A100.read_text().replace(
+        "  memory:\n    total_bytes", "  memory_off:\n    total_bytes"
+    )
+    memory_block = "\n    memory: {total_bytes: 42949672960, reserved_bytes: 611319808}"
+    for i in (0, 1, 2, 4, 5, 6, 7):
+        uuid_line = f'    uuid: "{A100_UUIDS[i]}"'
+        profile = profile.replace(uuid_line, uuid_line + memory_block)
+    r = Rig(kubelet, driver_root)
+    r.config.write_text(profile)
+    assert r.client.wait_ready(5)
+    kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[3]]), gpu_pod("ns", "b", [A100_UUIDS[1]])])
+    assert r.watcher.poll().result == OK
+    want = {str(i): IDLE for i in (0, 2, 4, 5, 6, 7)} | {"1": HALF}
+    assert memory(r.overrides) == want  # nothing for device 3: its base values stand
+    assert r.metric("allocwatch_unknown_device_ids") == 0
+    assert r.metric("allocwatch_device_claims", index="3", uuid=A100_UUIDS[3]) == 1
+    assert r.metric("allocwatch_device_used_bytes", index="3", uuid=A100_UUIDS[3]) is None
+    # Back to the profile with memory for all: device 3 is published too.
+    shutil.copy(A100, r.config)
+    assert r.watcher.poll().result == OK
+    assert memory(r.overrides) == expected({1: HALF, 3: HALF})
+    assert r.metric("allocwatch_device_used_bytes", index="3", uuid=A100_UUIDS[3]) == A100_HALF
+    r.close()
+
+
 def test_device_metrics_go_with_the_profile(kubelet: FakeKubelet, driver_root: Path) -> None:
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)

@@ -39,10 +39,12 @@ class Expectation:
         return int(float(self.aperture(index)) * self.fraction)
 
     def readings(self, claims: Mapping[int, int] | None = None) -> Readings:
-        """{"<index>": {"used_bytes": u, "free_bytes": f}} for every device."""
+        """{"<index>": {"used_bytes": u, "free_bytes": f}} for every device with memory."""
         claims = claims or {}
         out: Readings = {}
         for device in self.devices:
+            if not device.has_memory:
+                continue  # allocwatch publishes nothing for it
             aperture = self.aperture(device.index)
             used = min(self.per_claim(device.index) * claims.get(device.index, 0), aperture)
             out[str(device.index)] = {"used_bytes": used, "free_bytes": aperture - used}
