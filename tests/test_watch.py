@@ -187,6 +187,19 @@ def test_kubelet_restart_is_survived(rig: Rig) -> None:
     assert rig.thread is not None and rig.thread.is_alive()
 
 
+def test_a_list_over_grpcs_default_4_mib_arrives_whole(rig: Rig) -> None:
+    # A busy node's List outgrows grpc's default receive limit (4 MiB) and
+    # many times the HTTP/2 flow-control window.
+    padding = "x" * 700
+    pods = [
+        gpu_pod("web", f"pod-{i}-{padding}", [f"nic-{i}"], resource="example.com/nic")
+        for i in range(7000)
+    ]
+    rig.kubelet.set_pods([*pods, gpu_pod("ml", "a", [A100_UUIDS[1]])])
+    rig.start()
+    eventually(rig.shows({1: HALF}), timeout=20, what="the claim behind 5 MB of pods")
+
+
 def test_list_errors_keep_the_previous_reading(rig: Rig) -> None:
     rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
     rig.start()
