@@ -25,8 +25,8 @@ from allocwatch.overrides import OverridesPublisher
 from allocwatch.podresources import PodResourcesClient
 from allocwatch.profile import ProfileSource, load_devices
 from allocwatch.watch import Watcher
-from bench.watcher import PROFILE, background_pods
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
+from bench.watcher import PROFILE, background_pods, replica_pods
+from tests.support.fakekubelet import FakeKubelet
 
 WHOLE = "whole poll"
 ORDER = [
@@ -71,11 +71,7 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
         shutil.copy(PROFILE, config / "config.yaml")
         devices = load_devices(PROFILE)
         base = background_pods(110 - 16)
-        gpu_pods = [
-            gpu_pod("ml", f"train-{g}-{r}", [f"{devices[g].uuid}::{r}"])
-            for g in range(8)
-            for r in range(2)
-        ]
+        gpu_pods = replica_pods(devices)
         with FakeKubelet(tmp / "k.sock") as kubelet:
             kubelet.set_pods(base + gpu_pods)
             client = PodResourcesClient(kubelet.socket_path)

@@ -48,6 +48,7 @@ from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
 from bench.proc import cpu_seconds, peak_rss_mib
+from bench.watcher import background_pods
 from tests.interop.upstream import Upstream, UpstreamUnavailable, locate
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
@@ -146,10 +147,7 @@ def run_one(
         target = config_dir / "overrides.yaml"
         devices = load_devices(config)
         with FakeKubelet(tmp / "k.sock") as kubelet:
-            background = [
-                gpu_pod("default", f"web-{i}", [f"nic-{i}"], resource="example.com/nic")
-                for i in range(TOTAL_PODS - GPU_PODS_PER_DEVICE * len(devices))
-            ]
+            background = background_pods(TOTAL_PODS - GPU_PODS_PER_DEVICE * len(devices))
             gpu_pods = [
                 gpu_pod("ml", f"train-{d.index}-{r}", [d.uuid])
                 for d in devices

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from allocwatch.overrides import parse_document
-from allocwatch.profile import load_devices
+from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
 from bench.proc import cpu_seconds, peak_rss_mib, thread_cpu_seconds
@@ -49,6 +49,13 @@ class Result:
     rss_mib: float
     idle_writes_per_min: float
     busy_writes_per_min: float
+
+
+def replica_pods(devices: list[Device]) -> list[dict[str, Any]]:
+    """Two time-slicing replicas per GPU, `<uuid>::0` and `<uuid>::1`: 16 pods on 8 GPUs."""
+    return [
+        gpu_pod("ml", f"train-{d.index}-{r}", [f"{d.uuid}::{r}"]) for d in devices for r in range(2)
+    ]
 
 
 def background_pods(n: int) -> list[dict[str, Any]]:
@@ -154,12 +161,7 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
         rng = random.Random(seed)
         with FakeKubelet(tmp / "k.sock") as kubelet:
             base = background_pods(110 - 16)
-            # 16 GPU pods: two time-slicing replicas per GPU
-            gpu_pods = [
-                gpu_pod("ml", f"train-{g}-{r}", [f"{devices[g].uuid}::{r}"])
-                for g in range(8)
-                for r in range(2)
-            ]
+            gpu_pods = replica_pods(devices)
             active = [True] * 16
             kubelet.set_pods(base + gpu_pods)
             proc, port = start_watcher(kubelet, tmp / "driver", interval)
