@@ -47,17 +47,22 @@ def target(tmp_path: Path) -> Path:
     return tmp_path / "overrides.yaml"
 
 
-@pytest.fixture
-def holder(target: Path) -> Iterator[subprocess.Popen[str]]:
-    """util-linux flock(1) holding the lock until we close its stdin."""
+def hold_lock(lock: Path) -> subprocess.Popen[str]:
+    """util-linux flock(1) holding `lock` until we close its stdin."""
     proc = subprocess.Popen(
-        ["flock", str(target) + ".lock", "-c", "echo locked; read _"],
+        ["flock", str(lock), "-c", "echo locked; read _"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+@pytest.fixture
+def holder(target: Path) -> Iterator[subprocess.Popen[str]]:
+    proc = hold_lock(Path(str(target) + ".lock"))
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -153,15 +158,8 @@ def test_a_replaced_lock_file_is_the_one_locked(target: Path) -> None:
     lock = Path(str(target) + ".lock")
     lock.unlink()
     lock.touch()
-    holder = subprocess.Popen(
-        ["flock", str(lock), "-c", "echo locked; read _"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    holder = hold_lock(lock)
     try:
-        assert holder.stdout is not None
-        assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(PublishError, match="still held"):
             pub.publish({0: MemoryReading(3, 4)})
     finally:
