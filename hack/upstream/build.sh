@@ -88,6 +88,10 @@ if [ -z "$version" ] || [ ! -d "$src" ]; then
   exit 1
 fi
 echo "$version" >"$resolved"
+# Upstream commits vendor/, but a module zip keeps only vendor/modules.txt, so
+# the go command would pick vendor mode and find no packages there. Build from
+# go.mod and go.sum instead; a checkout (UPSTREAM_SRC) has the whole vendor/.
+export GOFLAGS="$GOFLAGS -mod=readonly"
 fi
 out=$root/$version
 if complete "$out"; then
