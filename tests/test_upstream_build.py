@@ -120,6 +120,8 @@ def build(cache: Path, proxy: str, **env: str) -> subprocess.CompletedProcess[st
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
     """(cache, output directory, proxy URL) after one build from the stand-in."""
+    if not os.access(GO, os.X_OK):
+        pytest.fail("these tests need Go: put `go` on PATH (CI installs it in .ci/run)")
     root = tmp_path_factory.mktemp("upstream-build")
     cache = root / "cache"
     proxy = f"file://{stand_in(root, cache)}"
