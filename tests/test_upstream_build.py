@@ -71,7 +71,7 @@ def go_env(proxy: str, cache: Path) -> dict[str, str]:
     return env
 
 
-def stand_in(root: Path, cache: Path) -> Path:
+def stand_in(root: Path) -> Path:
     """A file-based proxy serving the dependency and the upstream stand-in."""
     proxy = root / "proxy"
     dep = root / "dep"
@@ -100,7 +100,8 @@ def stand_in(root: Path, cache: Path) -> Path:
         f'package main\n\nimport "C"\n\nimport dep "{DEP}"\n\n{exports}'
         "var _ = dep.Name\n\nfunc main() {}\n"
     )
-    env = go_env(f"file://{proxy}", cache)
+    # its own module cache, so that build.sh fetches the dependency itself
+    env = go_env(f"file://{proxy}", root / "scratch")
     for args in (["mod", "tidy"], ["mod", "vendor"]):
         subprocess.run([GO, *args], cwd=up, env=env, check=True, capture_output=True)
     serve(proxy, MODULE, PSEUDO_VERSION, up, queries=(COMMIT,))
@@ -118,22 +119,21 @@ def build(cache: Path, proxy: str, **env: str) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
-    """(cache, output directory, proxy URL) after one build from the stand-in."""
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """(cache, output directory) after one build from the stand-in."""
     if not os.access(GO, os.X_OK):
         pytest.fail("these tests need Go: put `go` on PATH (CI installs it in .ci/run)")
     root = tmp_path_factory.mktemp("upstream-build")
     cache = root / "cache"
-    proxy = f"file://{stand_in(root, cache)}"
-    result = build(cache, proxy)
+    result = build(cache, f"file://{stand_in(root)}")
     assert result.returncode == 0, result.stderr
-    yield cache, Path(result.stdout.strip().splitlines()[-1]), proxy
+    yield cache, Path(result.stdout.strip().splitlines()[-1])
     # the module cache is read-only, as the go command leaves it
     subprocess.run(["chmod", "-R", "u+w", str(root)], check=False)
 
 
-def test_builds_from_the_pinned_commit_through_the_proxy(built: tuple[Path, Path, str]) -> None:
-    cache, out, _ = built
+def test_builds_from_the_pinned_commit_through_the_proxy(built: tuple[Path, Path]) -> None:
+    cache, out = built
     assert out == cache / "upstream" / PSEUDO_VERSION
     assert (cache / "upstream" / f"commit-{COMMIT}").read_text().strip() == PSEUDO_VERSION
     assert (out / "SOURCE").read_text().strip() == f"{MODULE}@{PSEUDO_VERSION} ({COMMIT})"
@@ -141,8 +141,8 @@ def test_builds_from_the_pinned_commit_through_the_proxy(built: tuple[Path, Path
     assert cli.stdout == "stand-in upstream\n"
 
 
-def test_links_the_library_as_upstream_does(built: tuple[Path, Path, str]) -> None:
-    _, out, _ = built
+def test_links_the_library_as_upstream_does(built: tuple[Path, Path]) -> None:
+    _, out = built
     assert os.readlink(out / "libnvidia-ml.so.1") == f"libnvidia-ml.so.{DRIVER}"
     assert os.readlink(out / "libnvidia-ml.so") == "libnvidia-ml.so.1"
     readelf = ["readelf", "-d", str(out / "libnvidia-ml.so.1")]
@@ -154,8 +154,8 @@ def test_links_the_library_as_upstream_does(built: tuple[Path, Path, str]) -> No
         assert getattr(lib, name)() == i, f"{name} does not reach {target}"
 
 
-def test_a_cached_build_is_reused_without_go_or_the_proxy(built: tuple[Path, Path, str]) -> None:
-    cache, out, _ = built
+def test_a_cached_build_is_reused_without_go_or_the_proxy(built: tuple[Path, Path]) -> None:
+    cache, out = built
     again = build(cache, "off", GO="/bin/false")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == str(out)
