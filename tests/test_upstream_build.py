@@ -25,18 +25,18 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD = REPO / "hack" / "upstream" / "build.sh"
+from tests.interop.upstream import BUILD_SCRIPT, EXIT_NOT_SERVED
+
 PIN = dict(
     line.split("=", 1)
-    for line in (REPO / "hack" / "upstream" / "VERSION").read_text().splitlines()
+    for line in (BUILD_SCRIPT.parent / "VERSION").read_text().splitlines()
     if line and not line.startswith("#")
 )
 MODULE, COMMIT, DRIVER = PIN["module"], PIN["commit"], PIN["driver_version"]
 PSEUDO_VERSION = f"v0.0.0-20260821000000-{COMMIT[:12]}"
 DEP, DEP_VERSION = "example.invalid/nvmlmockdep", "v1.0.0"
 # The unversioned NVML names build.sh aliases to versioned symbols.
-ALIASES = dict(re.findall(r"^\s+(nvml\w+)=(nvml\w+)$", BUILD.read_text(), re.M))
+ALIASES = dict(re.findall(r"^\s+(nvml\w+)=(nvml\w+)$", BUILD_SCRIPT.read_text(), re.M))
 GO = shutil.which("go") or "/usr/local/go/bin/go"
 
 
@@ -110,7 +110,7 @@ def stand_in(root: Path) -> Path:
 
 def build(cache: Path, proxy: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(BUILD)],
+        ["bash", str(BUILD_SCRIPT)],
         env=go_env(proxy, cache) | {"ALLOCWATCH_CACHE": str(cache), "GO": GO} | env,
         capture_output=True,
         text=True,
@@ -175,7 +175,7 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_module_the_proxy_refuses_exits_3(tmp_path: Path) -> None:
+def test_a_module_the_proxy_refuses_exits_not_served(tmp_path: Path) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -185,6 +185,6 @@ def test_a_module_the_proxy_refuses_exits_3(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
         subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=False)
-    assert result.returncode == 3, result.stderr
+    assert result.returncode == EXIT_NOT_SERVED, result.stderr
     assert "does not serve" in result.stderr
     assert result.stdout == ""
