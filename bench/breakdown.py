@@ -25,7 +25,7 @@ from allocwatch.overrides import OverridesPublisher
 from allocwatch.podresources import PodResourcesClient
 from allocwatch.profile import ProfileSource, load_devices
 from allocwatch.watch import Watcher
-from bench.watcher import PROFILE, background_pods, replica_pods
+from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods
 from tests.support.fakekubelet import FakeKubelet
 
 WHOLE = "whole poll"
@@ -70,8 +70,8 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
         config.mkdir(parents=True)
         shutil.copy(PROFILE, config / "config.yaml")
         devices = load_devices(PROFILE)
-        base = background_pods(110 - 16)
         gpu_pods = replica_pods(devices)
+        base = background_pods(NODE_PODS - len(gpu_pods))
         with FakeKubelet(tmp / "k.sock") as kubelet:
             kubelet.set_pods(base + gpu_pods)
             client = PodResourcesClient(kubelet.socket_path)

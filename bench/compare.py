@@ -48,14 +48,11 @@ from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
 from bench.proc import cpu_seconds, peak_rss_mib
-from bench.watcher import background_pods
+from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods
 from tests.interop.upstream import Upstream, UpstreamUnavailable, locate
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
-REPO = Path(__file__).resolve().parents[1]
-PROFILE = REPO / "tests" / "data" / "a100.yaml"
 GPU_PODS_PER_DEVICE = 2
-TOTAL_PODS = 110
 ENGINE_TTL_S = 1.0
 CHART_MEMORY_LIMIT_MIB = 128
 
@@ -147,7 +144,7 @@ def run_one(
         target = config_dir / "overrides.yaml"
         devices = load_devices(config)
         with FakeKubelet(tmp / "k.sock") as kubelet:
-            background = background_pods(TOTAL_PODS - GPU_PODS_PER_DEVICE * len(devices))
+            background = background_pods(NODE_PODS - GPU_PODS_PER_DEVICE * len(devices))
             gpu_pods = [
                 gpu_pod("ml", f"train-{d.index}-{r}", [d.uuid])
                 for d in devices
@@ -386,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_default = progress(run_one("allocwatch", args.default_interval, ours, script, args.idle))
 
     print(
-        f"\n{TOTAL_PODS} pods on 8 GPUs (16 GPU pods), {args.changes} scripted changes, "
+        f"\n{NODE_PODS} pods on 8 GPUs (16 GPU pods), {args.changes} scripted changes, "
         f"{args.idle:g}s idle, seed {args.seed}; NVML re-parses as seen by a consumer "
         f"with the engine's default {ENGINE_TTL_S:g}s TTL; {os.cpu_count()} CPUs.\n"
     )

@@ -4,9 +4,9 @@
 
 The fake kubelet (110 pods on 8 GPUs) runs from this environment; a bare List
 loop runs in each PY, an interpreter whose environment has some grpcio and
-protobuf >= 7.35 and nothing else of ours. The loop uses the watcher's channel
-options and messages but not the generated stub, which refuses a grpcio older
-than the one that generated it, so grpcio releases can be compared.
+protobuf >= 7.35 and nothing else of ours. The loop makes the watcher's call
+(channel options, method, messages) on a callable of its own: the watcher's
+passes `_registered_method`, which older grpcio releases do not take.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def list_loop(socket_path: str, pause: float, calls: int) -> dict[str, object]:
     list_pods = channel.unary_unary(
         LIST_METHOD,
         request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
-        response_deserializer=api_pb2.ListPodResourcesResponse.FromString,
+        response_deserializer=api_pb2.EncodedPodResourcesList.FromString,
     )
     request = api_pb2.ListPodResourcesRequest()
     for _ in range(5):  # connect, and start whatever threads grpc starts
@@ -70,7 +70,7 @@ def main() -> None:
         return
 
     from allocwatch.profile import load_devices
-    from bench.watcher import PROFILE, background_pods, replica_pods
+    from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods
     from tests.support.fakekubelet import FakeKubelet
 
     pythons = args.python or [sys.executable]
@@ -78,7 +78,8 @@ def main() -> None:
     print("| grpcio | calling thread | other threads | threads |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="awgp-") as tmp:
-        pods = background_pods(110 - 16) + replica_pods(load_devices(PROFILE))
+        gpu_pods = replica_pods(load_devices(PROFILE))
+        pods = background_pods(NODE_PODS - len(gpu_pods)) + gpu_pods
         with FakeKubelet(Path(tmp) / "k.sock") as kubelet:
             kubelet.set_pods(pods)
             for python in pythons:

@@ -34,6 +34,8 @@ from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "tests" / "data" / "a100.yaml"
+# Every benchmark's node holds this many pods: the kubelet's default maxPods.
+NODE_PODS = 110
 
 
 @dataclass
@@ -160,9 +162,9 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
         devices = load_devices(PROFILE)
         rng = random.Random(seed)
         with FakeKubelet(tmp / "k.sock") as kubelet:
-            base = background_pods(110 - 16)
             gpu_pods = replica_pods(devices)
-            active = [True] * 16
+            base = background_pods(NODE_PODS - len(gpu_pods))
+            active = [True] * len(gpu_pods)
             kubelet.set_pods(base + gpu_pods)
             proc, port = start_watcher(kubelet, tmp / "driver", interval)
             deadline = time.monotonic() + 10
@@ -198,7 +200,7 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
             c1b, main1b = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
             for _ in range(changes):
                 time.sleep(rng.uniform(0, seconds))
-                i = rng.randrange(16)
+                i = rng.randrange(len(gpu_pods))
                 active[i] = not active[i]
                 kubelet.set_pods(base + [p for p, on in zip(gpu_pods, active, strict=True) if on])
                 t0 = time.monotonic()
