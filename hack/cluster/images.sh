@@ -44,8 +44,8 @@ apt_mirror() {
 }
 mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
 mirror=${mirror:-http://deb.debian.org/debian}
-cas=$(find /usr/local/share/ca-certificates -name '*.crt' -type f 2>/dev/null | sort)
-ca_sums=$(for crt in $cas; do sha256sum "$crt"; done)
+mapfile -t cas < <(find /usr/local/share/ca-certificates -name '*.crt' -type f 2>/dev/null | sort)
+ca_sums=$(for crt in "${cas[@]}"; do sha256sum "$crt"; done)
 key=$(printf '%s\n%s\n' "$SUITE $INCLUDE" "$ca_sums" | sha256sum | cut -c1-12)
 rootfs_tar=$CACHE/rootfs/$SUITE-py-$key.tar
 if [ ! -f "$rootfs_tar" ]; then
@@ -55,7 +55,7 @@ if [ ! -f "$rootfs_tar" ]; then
   trap 'rm -rf "$rootfs"' EXIT
   debootstrap --variant=minbase --include="$INCLUDE" "$SUITE" "$rootfs" "$mirror" \
     >"$LOGDIR/debootstrap.log" 2>&1 || { show_log debootstrap; die "debootstrap failed"; }
-  for crt in $cas; do cp "$crt" "$rootfs/usr/local/share/ca-certificates/"; done
+  for crt in "${cas[@]}"; do cp "$crt" "$rootfs/usr/local/share/ca-certificates/"; done
   chroot "$rootfs" update-ca-certificates >/dev/null
   rm -f "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/cache/apt/*.bin
   rm -rf "$rootfs"/var/lib/apt/lists/*
