@@ -350,6 +350,29 @@ def test_service_monitor_brings_its_service(helm: Helm) -> None:
     ]
 
 
+def watcher_accepts_interval(interval: object) -> bool:
+    try:
+        build_parser().parse_args([f"--interval={interval}"])
+    except SystemExit:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("interval", ["10ms", "10000us", "0.01", "24h", "1439m60s", 86400])
+def test_interval_at_the_edges_of_the_watchers_range_renders(helm: Helm, interval: Any) -> None:
+    assert watcher_accepts_interval(interval)
+    assert f"--interval={interval}" in container(helm.render({"interval": interval}))["args"]
+
+
+@pytest.mark.parametrize("interval", ["9ms", "9999us", "0.009", "24h1ms", "86401", 86401, "5ms"])
+def test_interval_the_watcher_would_refuse_fails_clearly(helm: Helm, interval: Any) -> None:
+    """The watcher exits 2 outside 10ms..24h; the chart says so instead of a crash loop."""
+    assert not watcher_accepts_interval(interval)
+    result = helm.template({"interval": interval})
+    assert result.returncode != 0
+    assert f"interval {interval} is outside 10ms..24h" in result.stderr, result.stderr
+
+
 def test_service_without_metrics_fails_clearly(helm: Helm) -> None:
     result = helm.template({"metrics": {"enabled": False, "service": {"enabled": True}}})
     assert result.returncode != 0

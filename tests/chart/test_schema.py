@@ -83,7 +83,7 @@ def test_schema_rejects_set_flags(helm: Helm, flag: str, path: str) -> None:
     [
         {"interval": "500ms"},
         {"interval": "1h2m3.5s"},
-        {"interval": "250us"},
+        {"interval": "15000us"},
         {"interval": ".5s"},
         {"interval": "0.5"},
         {"interval": 2},

@@ -50,7 +50,28 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* Checks that values.schema.json cannot express. */}}
+{{/* The interval in seconds, read as the watcher reads it (the schema has checked its syntax). */}}
+{{- define "allocwatch.intervalSeconds" -}}
+{{- $text := toString .Values.interval | trim }}
+{{- if regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)$" $text }}
+{{- float64 $text }}
+{{- else }}
+{{- $unit := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "μs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $seconds := 0.0 }}
+{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)" $text -1 }}
+{{- $number := regexFind "^[0-9.]+" . }}
+{{- $seconds = addf $seconds (mulf (float64 $number) (get $unit (trimPrefix $number .))) }}
+{{- end }}
+{{- $seconds }}
+{{- end }}
+{{- end }}
+
 {{- define "allocwatch.validate" -}}
+{{- /* The watcher exits 2 on an interval outside 10ms..24h: fail here, not in a crash loop. */}}
+{{- $interval := include "allocwatch.intervalSeconds" . | float64 }}
+{{- if or (lt $interval 0.01) (gt $interval 86400.0) }}
+{{- fail (printf "interval %v is outside 10ms..24h, the range the watcher accepts" .Values.interval) }}
+{{- end }}
 {{- if and (not .Values.metrics.enabled) (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}
 {{- fail "metrics.service.enabled and metrics.serviceMonitor.enabled need metrics.enabled=true" }}
 {{- end }}
