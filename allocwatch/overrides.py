@@ -20,7 +20,6 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,6 +30,7 @@ from typing import Any
 import filelock
 import yaml
 
+from allocwatch import goyaml
 from allocwatch.reconcile import MemoryReading
 
 log = logging.getLogger(__name__)
@@ -52,15 +52,14 @@ class PublishError(RuntimeError):
     """This publish did not happen (lock timeout, I/O error, bad document)."""
 
 
-_LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DumperBase: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-class _StrictLoader(_LoaderBase):  # type: ignore[misc,valid-type]
-    """A safe loader that rejects duplicate keys, as go-yaml's UnmarshalStrict does.
+class _StrictLoader(goyaml.GoYamlLoader):
+    """go-yaml v2's scalars, and duplicate keys rejected as UnmarshalStrict does.
 
-    Timestamps stay strings: Go writers treat them as strings, and a string
-    survives our round trip unchanged (the dumper quotes it again).
+    Timestamps stay strings, as the engine reads them; a string survives our
+    round trip unchanged (the dumper quotes it again).
     """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -72,7 +71,7 @@ class _StrictLoader(_LoaderBase):  # type: ignore[misc,valid-type]
                 continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, int) and not isinstance(key, bool):
-                # go-yaml turns an int key into its decimal string for map[string]
+                # sigs.k8s.io/yaml turns an int key into its decimal string
                 key = str(key)
             try:
                 duplicate = key in seen
@@ -86,12 +85,6 @@ class _StrictLoader(_LoaderBase):  # type: ignore[misc,valid-type]
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
-
-
-_StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
 
 
 _SCALAR_RESOLVER = yaml.resolver.Resolver()  # the implicit tags SafeDumper uses
@@ -117,23 +110,12 @@ class _Dumper(_DumperBase):  # type: ignore[misc,valid-type]
         return super().resolve(kind, value, implicit)
 
 
-# Plain scalars that go-yaml v2, the engine's parser, reads as a bool or a
-# number but PyYAML's YAML 1.1 resolver reads as a string, so PyYAML would
-# write them unquoted: y/Y/n/N, floats without a dot or with an unsigned
-# exponent (`1e3`, `1.5e3`), and Go's 0o/0O/0B/0X integer prefixes. go-yaml
-# drops underscores before it tries a number, and so does the match.
-_GO_YAML_NON_STRING = re.compile(
-    r"[yYnN]"
-    r"|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)"
-)
-
-
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    # A Go writer quotes such a string; written plain, the engine would read a
-    # number where it expects text and refuse that device's overrides.
-    if _GO_YAML_NON_STRING.fullmatch(value.replace("_", "")):
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    # A string the engine would read as something else unquoted (`y`, `1e3`,
+    # `0o17`; PyYAML's YAML 1.1 rules leave those plain) is quoted, as Go
+    # writers do: read as a bool or number, it would break that device's overrides.
+    if goyaml.resolve_plain(value)[0] != goyaml.STR:
+        return dumper.represent_scalar(goyaml.STR, value, style='"')
     return dumper.represent_str(value)
 
 
@@ -181,7 +163,7 @@ def _normalise_keys(value: Any) -> Any:
 def parse_document(text: str) -> Document:
     """Strictly parse override YAML (or JSON). A blank file is an empty document."""
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)
+        doc = goyaml.load(text, _StrictLoader)
         if doc is None:
             return {}
         if not isinstance(doc, dict):

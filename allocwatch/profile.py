@@ -7,6 +7,9 @@ so every index we compute is the index the engine serves:
 * The UUID of index i is that of the first `devices[]` entry with `index == i`.
 * A per-device `memory:` block replaces `device_defaults.memory` wholesale.
 * Field names match case-insensitively and unknown keys are ignored.
+* Scalars are go-yaml v2's (see goyaml), and numbers reach Go's integer fields
+  through JSON: an integral float such as `42949672960.0` is that integer, and
+  a missing `index` is 0.
 
 Devices without any memory block get no reading: upstream would publish 0/0
 and make the node report a total of 0, while no override keeps the base values.
@@ -25,12 +28,12 @@ from typing import Any
 
 import yaml
 
+from allocwatch import goyaml
+
 log = logging.getLogger(__name__)
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
-
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ProfileError(ValueError):
@@ -66,12 +69,31 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+def _integer(value: Any) -> int | None:
+    """An int as Go's JSON decoding takes it into an integer field, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _int(value: Any, where: str) -> int:
+    """A Go `int` field: null or missing is 0."""
+    number = 0 if value is None else _integer(value)
+    if number is None:
+        raise ProfileError(f"{where} must be an integer, not {value!r}")
+    return number
+
+
 def _uint(value: Any, where: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    """A Go `uint64` field: null or missing is 0."""
+    number = 0 if value is None else _integer(value)
+    if number is None or not 0 <= number < 2**64:
         raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
-    return value
+    return number
 
 
 def _memory(block: Any, where: str) -> tuple[int, int] | None:
@@ -87,7 +109,7 @@ def _memory(block: Any, where: str) -> tuple[int, int] | None:
 def parse_profile(text: str) -> list[Device]:
     """Parse profile YAML into the devices the engine serves (pure)."""
     try:
-        doc = yaml.load(text, Loader=_Loader)
+        doc = goyaml.load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
     root = _mapping(doc, "the profile")
@@ -106,20 +128,15 @@ def parse_profile(text: str) -> list[Device]:
     by_index: dict[int, Mapping[str, Any]] = {}
     for pos, raw in enumerate(entries):
         entry = _mapping(raw, f"devices[{pos}]")
-        index = _get(entry, "index")
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise ProfileError(f"devices[{pos}].index must be an integer, not {index!r}")
+        index = _int(_get(entry, "index"), f"devices[{pos}].index")
         if index in by_index:
             raise ProfileError(f"devices[{pos}].index {index} is not unique")
         by_index[index] = entry
 
     count = len(entries) or DEFAULT_NUM_DEVICES
-    num_devices = _get(system, "num_devices")
-    if num_devices is not None:
-        if isinstance(num_devices, bool) or not isinstance(num_devices, int):
-            raise ProfileError(f"system.num_devices must be an integer, not {num_devices!r}")
-        if num_devices > 0:
-            count = num_devices
+    num_devices = _int(_get(system, "num_devices"), "system.num_devices")
+    if num_devices > 0:
+        count = num_devices
 
     defaults = _mapping(_get(root, "device_defaults"), "device_defaults")
     default_memory = _memory(_get(defaults, "memory"), "device_defaults.memory")

@@ -73,6 +73,11 @@ ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("devices: [1]\n", "`devices` must be a mapping"),
         ("devices: {'0': [1]}\n", "must be a mapping"),
         ("devices: {'0': {memory: [\n", "not valid YAML"),
+        ("all: {fan: {count: !!int two}}\n", "not valid YAML"),
+        ("all: {x: !!float abc}\n", "not valid YAML"),
+        ("all: {x: !!bool maybe}\n", "not valid YAML"),
+        ("all: {x: !!timestamp abc}\n", "not valid YAML"),
+        ("all: {x: !!int ''}\n", "not valid YAML"),
     ],
 )
 def test_rejects_what_would_break_the_file(text: str, needle: str) -> None:
@@ -180,6 +185,26 @@ devices:
 # though PyYAML's resolver does not: a Go writer quotes them, and so must we.
 GO_NUMBERS = ["1e3", "1E+3", "-1.5e3", "+.5e-2", "1_0e3", "0o17", "0O17", "0X1F", "0B11"]
 GO_STRINGS = ["1e", "e3", "0o9", "0x", "1.2.3", "v1e3", "1e3x"]
+
+
+# Hand-written values as the engine reads them (go-yaml v2), where PyYAML's own
+# YAML 1.1 reading differs: kept as the engine reads them through a publish.
+HAND_WRITTEN = [
+    ("y", True), ("n", False), ("1e3", 1000.0), ("9e1", 90.0), ("8.5e1", 85.0),
+    ("0o17", 15), ("0X1F", 31), ("08", 8.0), ("1:30", "1:30"), ("=", "="), ("017", 15),
+]  # fmt: skip
+
+
+def test_hand_written_values_keep_the_engines_reading_through_a_publish(target: Path) -> None:
+    target.write_text(
+        "all:\n" + "".join(f"  k{i}: {text}\n" for i, (text, _) in enumerate(HAND_WRITTEN))
+    )
+    assert OverridesPublisher(target).publish({0: R(1, 2)}).wrote
+    written = target.read_text()
+    expected = {f"k{i}": value for i, (_, value) in enumerate(HAND_WRITTEN)}
+    assert parse_document(written)["all"] == expected
+    # What we wrote reads the same under YAML 1.1 too: nothing is left ambiguous.
+    assert yaml.safe_load(written)["all"] == expected
 
 
 def test_strings_go_yaml_reads_as_numbers_are_double_quoted() -> None:
@@ -354,7 +379,14 @@ def test_external_edit_of_our_keys_is_corrected(target: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["owner: me\n", "version: '1'\n", "a: 1\na: 2\n", "devices: &d {'0': *d}\n"]
+    "bad",
+    [
+        "owner: me\n",
+        "version: '1'\n",
+        "a: 1\na: 2\n",
+        "devices: &d {'0': *d}\n",
+        "all: {fan: {count: !!int two}}\n",
+    ],
 )
 def test_refused_document_is_never_overwritten(target: Path, bad: str) -> None:
     target.write_text(bad)

@@ -73,6 +73,19 @@ def test_field_names_match_case_insensitively_and_unknown_keys_are_ignored() -> 
     assert devices == [Device(0, "GPU-0", 10, 4)]
 
 
+def test_numbers_reach_integer_fields_as_the_engine_reads_them() -> None:
+    """A missing index is Go's zero value; integral floats and Go int syntax are ints."""
+    devices = parse_profile(
+        'version: "1.0"\nsystem: {driver_version: x, num_devices: 0x2}\n'
+        "device_defaults: {memory: {total_bytes: 42949672960.0, reserved_bytes: 6.11319808e8}}\n"
+        "devices:\n  - {uuid: GPU-zero}\n  - {index: 1.0, uuid: GPU-one}\n"
+    )
+    assert devices == [
+        Device(0, "GPU-zero", 42949672960, 611319808),
+        Device(1, "GPU-one", 42949672960, 611319808),
+    ]
+
+
 def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
     devices = parse_profile(
         HEADER + "device_defaults: {memory: {total_bytes: 1}}\n"
@@ -91,6 +104,10 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
         (HEADER + "device_defaults: {memory: {total_bytes: -1}}\n", "non-negative"),
         (HEADER + "device_defaults: {memory: {total_bytes: 1.5}}\n", "non-negative"),
         ("version: [\n", "not valid YAML"),
+        (HEADER + "device_defaults: {memory: {total_bytes: !!int abc}}\n", "not valid YAML"),
+        ("version: '1'\nsystem: {driver_version: x, num_devices: !!bool maybe}\n", "not valid"),
+        (HEADER + "devices:\n  - {uuid: GPU-a}\n  - {index: 0}\n", "not unique"),
+        (HEADER + "devices:\n  - {index: 0.5}\n", "index must be an integer"),
         ("- a\n", "mapping"),
     ],
 )

@@ -1,0 +1,150 @@
+"""YAML read the way nvml-mock reads it: go-yaml v2's scalars, refusals as YAMLError.
+
+nvml-mock parses `config.yaml` and `overrides.yaml` with sigs.k8s.io/yaml,
+which resolves unquoted scalars by go-yaml v2's rules rather than PyYAML's
+YAML 1.1 ones: `y`/`n` are booleans, `1e3` and `08` are floats, `0o17` and
+`0x1F` are ints, and `1:30`, `=` and timestamps are plain strings. Reading
+both files the engine's way matters: a value we misread would be written back
+changed (a quoted "y" is a string to the engine, and a value of the wrong type
+freezes that device's overrides), and a misread profile field would give us
+other devices than the engine serves.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Any
+
+import yaml
+
+STR = "tag:yaml.org,2002:str"
+INT = "tag:yaml.org,2002:int"
+FLOAT = "tag:yaml.org,2002:float"
+BOOL = "tag:yaml.org,2002:bool"
+NULL = "tag:yaml.org,2002:null"
+MERGE = "tag:yaml.org,2002:merge"
+TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+# go-yaml v2's resolve table: exact spellings, looked up first.
+_WORDS: dict[str, tuple[str, Any]] = {
+    **{w: (BOOL, True) for w in ("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE")},
+    **{w: (BOOL, True) for w in ("on", "On", "ON")},
+    **{w: (BOOL, False) for w in ("n", "N", "no", "No", "NO", "false", "False", "FALSE")},
+    **{w: (BOOL, False) for w in ("off", "Off", "OFF")},
+    **{w: (NULL, None) for w in ("", "~", "null", "Null", "NULL")},
+    **{w: (FLOAT, math.nan) for w in (".nan", ".NaN", ".NAN")},
+    **{w: (FLOAT, math.inf) for w in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")},
+    **{w: (FLOAT, -math.inf) for w in ("-.inf", "-.Inf", "-.INF")},
+    "<<": (MERGE, "<<"),
+}
+# Go's strconv.ParseInt(s, 0, 64) syntax; a leading 0 means octal.
+_GO_INT = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
+_YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")  # Go ParseFloat, text starting with "."
+
+
+def _go_int(text: str) -> int | None:
+    m = _GO_INT.fullmatch(text)
+    if m is None:
+        return None
+    sign, digits = m.groups()
+    if len(digits) > 1 and digits[0] == "0" and digits[1] in "01234567":
+        value = int(digits, 8)
+    else:
+        value = int(digits, 0)
+    value = -value if sign == "-" else value
+    # ParseInt, then ParseUint (which takes no sign): int64 or uint64.
+    if -(2**63) <= value < 2**63 or (not sign and value < 2**64):
+        return value
+    return None
+
+
+def _go_float(text: str) -> float | None:
+    value = float(text)
+    return None if math.isinf(value) else value  # ParseFloat fails on overflow
+
+
+@functools.lru_cache(maxsize=4096)
+def resolve_plain(text: str) -> tuple[str, Any]:
+    """The tag and value go-yaml v2 gives an unquoted scalar (timestamps stay strings)."""
+    if text in _WORDS:
+        return _WORDS[text]
+    first = text[:1]
+    if first == ".":
+        if _DOT_FLOAT.fullmatch(text):
+            value = _go_float(text)
+            if value is not None:
+                return FLOAT, value
+    elif first and first in "+-0123456789":
+        plain = text.replace("_", "")
+        as_int = _go_int(plain)
+        if as_int is not None:
+            return INT, as_int
+        if _YAML_STYLE_FLOAT.fullmatch(plain):
+            value = _go_float(plain)
+            if value is not None:
+                return FLOAT, value
+    return STR, text
+
+
+_LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
+    """A safe loader whose scalars are go-yaml v2's; use `load` for its errors."""
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            return resolve_plain(value)[0]
+        return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
+
+    def _explicit(self, node: yaml.ScalarNode, tags: tuple[str, ...]) -> Any:
+        text = self.construct_scalar(node)
+        tag, value = resolve_plain(text)
+        if tag not in tags:
+            short = node.tag.replace("tag:yaml.org,2002:", "!!")
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {text!r} as {short}", node.start_mark
+            )
+        return value
+
+    def construct_go_bool(self, node: yaml.ScalarNode) -> Any:
+        return self._explicit(node, (BOOL,))
+
+    def construct_go_int(self, node: yaml.ScalarNode) -> Any:
+        return self._explicit(node, (INT,))
+
+    def construct_go_float(self, node: yaml.ScalarNode) -> Any:
+        return float(self._explicit(node, (FLOAT, INT)))  # go-yaml lets !!float take an int
+
+    def construct_go_timestamp(self, node: yaml.ScalarNode) -> Any:
+        # Only an explicit `!!timestamp` gets here; the engine reads it as text.
+        text = self.construct_scalar(node)
+        if not yaml.constructor.SafeConstructor.timestamp_regexp.match(text):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{text!r} is not a timestamp", node.start_mark
+            )
+        return text
+
+
+GoYamlLoader.add_constructor(BOOL, GoYamlLoader.construct_go_bool)
+GoYamlLoader.add_constructor(INT, GoYamlLoader.construct_go_int)
+GoYamlLoader.add_constructor(FLOAT, GoYamlLoader.construct_go_float)
+GoYamlLoader.add_constructor(TIMESTAMP, GoYamlLoader.construct_go_timestamp)
+
+
+def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
+    """Parse one document. Every refusal is a yaml.YAMLError, never another exception.
+
+    PyYAML's remaining constructors (`!!binary`, `!!set`, `!!omap`, ...) raise
+    plain Python errors on bad input; those become YAMLError here too, so a
+    malformed file is refused and retried rather than ending the watcher.
+    """
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+        raise yaml.YAMLError(f"{type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,90 @@
+"""go-yaml v2's reading of scalars, which nvml-mock applies to both of its files."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import yaml
+
+from allocwatch import goyaml
+
+# What go-yaml v2's resolve() gives each unquoted scalar (timestamps are read
+# as text by sigs.k8s.io/yaml, so they stay strings).
+GO_READINGS: list[tuple[str, Any]] = [
+    ("y", True), ("Y", True), ("yes", True), ("On", True), ("TRUE", True),
+    ("n", False), ("N", False), ("no", False), ("off", False), ("False", False),
+    ("yEs", "yEs"), ("tRue", "tRue"),
+    ("~", None), ("null", None), ("NULL", None), ("", None),
+    ("0", 0), ("00", 0), ("+0", 0), ("-1", -1), ("1_000", 1000), ("017", 15), ("-017", -15),
+    ("0o17", 15), ("0O17", 15), ("0x1F", 31), ("0X1F", 31), ("0x_1F", 31), ("0b101", 5),
+    ("-0b101", -5), ("9223372036854775807", 2**63 - 1), ("18446744073709551615", 2**64 - 1),
+    ("08", 8.0), ("1e3", 1000.0), ("9e1", 90.0), ("8.5e1", 85.0), ("1.", 1.0), (".5", 0.5),
+    ("-.5", -0.5), ("+.5e-2", 0.005), ("18446744073709551616", 2.0**64),
+    ("-9223372036854775809", -(2.0**63)),
+    (".inf", math.inf), ("+.Inf", math.inf), ("-.INF", -math.inf),
+    ("1e400", "1e400"), ("0x", "0x"), ("0o9", "0o9"), ("1:30", "1:30"), ("=", "="),
+    ("2001-12-14", "2001-12-14"), ("+", "+"), (".", "."), ("1.2.3", "1.2.3"),
+    ("0x1p-2", "0x1p-2"), ("_1", "_1"), ("abc", "abc"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "expected"), GO_READINGS)
+def test_plain_scalars_read_as_go_yaml_v2_reads_them(text: str, expected: Any) -> None:
+    value = goyaml.load(f"k: {text}\n")["k"]
+    assert type(value) is type(expected)
+    assert value == expected
+
+
+def test_nan_is_a_float() -> None:
+    assert math.isnan(goyaml.load("k: .NaN\n")["k"])
+
+
+@pytest.mark.parametrize("text", ["'y'", '"1e3"', "'0o17'", "!!str 017", '""'])
+def test_quoted_or_str_tagged_scalars_stay_strings(text: str) -> None:
+    assert isinstance(goyaml.load(f"k: {text}\n")["k"], str)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("!!int 0x1F", 31),
+        ("!!float 1", 1.0),
+        ("!!bool y", True),
+        ("!!timestamp 2001-12-14", "2001-12-14"),
+    ],
+)
+def test_explicit_tags_take_what_go_yaml_takes(text: str, expected: Any) -> None:
+    value = goyaml.load(f"k: {text}\n")["k"]
+    assert type(value) is type(expected)
+    assert value == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["!!int abc", "!!int ''", "!!int 1.5", "!!float abc", "!!bool maybe", "!!timestamp abc"]
+)
+def test_explicit_tags_go_yaml_refuses_are_yaml_errors(text: str) -> None:
+    with pytest.raises(yaml.YAMLError, match="line 1"):
+        goyaml.load(f"k: {text}\n")
+
+
+def test_any_constructor_failure_is_a_yaml_error() -> None:
+    class Loader(goyaml.GoYamlLoader):
+        pass
+
+    def fail(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+        raise ValueError("bad value")
+
+    Loader.add_constructor("!fails", fail)
+    with pytest.raises(yaml.YAMLError, match="ValueError: bad value"):
+        goyaml.load("k: !fails x\n", Loader)
+
+
+def test_merge_keys_still_merge() -> None:
+    assert goyaml.load("a: &a {x: 1}\nb: {<<: *a, z: 2}\n")["b"] == {"x": 1, "z": 2}
+
+
+def test_keys_are_scalars_like_any_other() -> None:
+    # go-yaml reads a `y:` key as true too; sigs.k8s.io/yaml then names it "true".
+    assert goyaml.load("y: 1\n0x2: 2\n") == {True: 1, 2: 2}
