@@ -196,7 +196,9 @@ class PodResourcesClient:
             # A fresh channel on the next poll: after a kubelet restart the old
             # one may sit in reconnect backoff while the new socket is ready.
             self.close()
-            raise ListError(f"list pod resources: {exc.code().name}: {exc.details()}") from exc
+            raise ListError(
+                f"list pod resources at {self.socket_path}: {exc.code().name}: {exc.details()}"
+            ) from exc
         finally:
             self.in_call = False
         return self._decode(response)

@@ -226,13 +226,17 @@ def test_lister_always_failing_publishes_nothing(kubelet: FakeKubelet, driver_ro
     assert not r.overrides.exists()
 
 
-def test_hung_kubelet_hits_the_deadline(kubelet: FakeKubelet, driver_root: Path) -> None:
+def test_hung_kubelet_hits_the_deadline(
+    kubelet: FakeKubelet, driver_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     kubelet.set_hang(30)
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
     started = time.monotonic()
     assert r.watcher.poll().result == LIST_ERROR
     assert time.monotonic() - started < 2.0  # call_timeout is 0.5 s
+    # The error names the socket it could not list, like every other error.
+    assert f"list pod resources at {kubelet.socket_path}: DEADLINE_EXCEEDED" in caplog.text
     kubelet.set_hang(0)
     assert r.watcher.poll().result == OK
     r.close()
@@ -376,8 +380,16 @@ def test_refused_document_is_retried_not_overwritten(rig: Rig) -> None:
     assert parse_document(rig.overrides.read_text())["all"] == {"performance_state": "P8"}
 
 
-def test_500_random_changes_end_in_exactly_the_final_state(rig: Rig) -> None:
+@pytest.fixture
+def fast_rig(kubelet: FakeKubelet, driver_root: Path) -> Iterator[Rig]:
+    r = Rig(kubelet, driver_root, interval=0.005)
+    yield r
+    r.close()
+
+
+def test_500_random_changes_end_in_exactly_the_final_state(fast_rig: Rig) -> None:
     rng = random.Random(20261202)
+    rig = fast_rig
     rig.start()
     pods: list[dict[str, object]] = []
     for step in range(500):
@@ -389,6 +401,10 @@ def test_500_random_changes_end_in_exactly_the_final_state(rig: Rig) -> None:
                 ids = [f"{ids[0]}::{rng.randrange(4)}"]
             pods.append(gpu_pod("ns", f"p{step}", ids))
         rig.kubelet.set_pods(list(pods))  # type: ignore[arg-type]
+        # Every change is seen by some List: the kubelet counts a call before
+        # it reads its state, so a count above this one read the new pods.
+        seen = rig.kubelet.list_calls()
+        eventually(lambda n=seen: rig.kubelet.list_calls() > n, what=f"a List after change {step}")
     claims = [0] * 8
     for pod in pods:
         for dev in pod["containers"][0]["devices"][0]["device_ids"]:  # type: ignore[index]
