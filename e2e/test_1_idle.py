@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from e2e.framework.expected import Expectation
 from e2e.framework.stack import Stack
 
@@ -18,7 +20,7 @@ def test_expectations_match_the_staged_profile_literally(
 ) -> None:
     """Cross-check the arithmetic helper against hand-computed bytes for our profile."""
     if not deployed.settings.stage:
-        return
+        pytest.skip("nvml-mock's own profile is installed, not our staged one")
     assert expect.fraction == 0.75
     assert expect.idle() == {
         "0": {"used_bytes": 0, "free_bytes": 12616466432},

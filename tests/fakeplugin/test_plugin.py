@@ -88,12 +88,13 @@ def test_reregisters_after_a_kubelet_restart(
 ) -> None:
     plugin = start_plugin()
     first = kubelet.wait_for_registrations(1)
-    kubelet.restart()
-    assert not (plugin_dir / SOCKET).exists()
+    kubelet.restart()  # removes every socket in the plugin directory, ours too
     second = kubelet.wait_for_registrations(2)
     assert first.stream_ended.wait(5)
     assert second.request.endpoint == SOCKET
     assert second.devices == [(u, "Healthy") for u in UUIDS]
+    # It noticed its socket was gone and serves a new one at the same path.
+    assert f"our socket {plugin_dir / SOCKET} is gone" in plugin.log()
     assert (plugin_dir / SOCKET).is_socket()
     assert dict(second.allocate([UUIDS[1]]).container_responses[0].envs) == {
         "NVIDIA_VISIBLE_DEVICES": UUIDS[1]
