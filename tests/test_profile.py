@@ -108,6 +108,7 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
         ("version: '1'\nsystem: {driver_version: x, num_devices: !!bool maybe}\n", "not valid"),
         (HEADER + "devices:\n  - {uuid: GPU-a}\n  - {index: 0}\n", "not unique"),
         (HEADER + "devices:\n  - {index: 0.5}\n", "index must be an integer"),
+        (HEADER + "devices:\n  - {index: 1e19}\n", "index must be an integer"),
         ("- a\n", "mapping"),
     ],
 )
