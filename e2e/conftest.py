@@ -86,6 +86,9 @@ def provider(pytestconfig: pytest.Config) -> Iterator[Provider]:
     except ProviderUnavailable as exc:
         # A run that cannot reach a cluster must not pass by skipping every test.
         pytest.exit(f"e2e: {exc}", returncode=pytest.ExitCode.TESTS_FAILED)
+    except BaseException:
+        p.teardown()  # a cluster this run created is not left behind
+        raise
     yield p
     with timings.phase("provider teardown"):
         p.teardown()

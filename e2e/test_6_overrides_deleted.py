@@ -24,7 +24,9 @@ def test_deleted_overrides_are_restored_within_one_interval(
     delays = []
     for _ in range(ROUNDS):
         restored_after, doc = deployed.remove_overrides_and_time_restore(timeout=10)
-        assert restored_after is not None, "overrides.yaml was not restored within 10 s"
+        assert restored_after is not None, (
+            "overrides.yaml was not restored within 10 s\n" + deployed.diagnostics()
+        )
         assert memory_readings(doc) == expected
         delays.append(restored_after)
     for delay in delays:

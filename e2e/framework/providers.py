@@ -266,12 +266,13 @@ class KindProvider(Provider):
             )
         else:
             self._created = True
+        # Images first: a failed build leaves no cluster behind.
+        self.images = self._images()
         config = cluster.path / "kind-config.yaml"
         config.write_text(render("kind-config.yaml.j2"))
-        cluster.create(config_file=config)
         self._cluster = cluster
+        cluster.create(config_file=config)
         self.kubeconfig = cluster.kubeconfig_path.resolve()
-        self.images = self._images()
         for image in (self.images.allocwatch, self.images.fakeplugin):
             cluster.load_docker_image(image)
 

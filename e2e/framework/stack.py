@@ -22,7 +22,7 @@ from .helm import Helm
 from .kubectl import Kubectl, KubectlError
 from .manifests import render
 from .providers import REPO_ROOT, Images
-from .waiting import wait_until
+from .waiting import WaitAbort, wait_until
 
 NODE_SCRIPTS = Path(__file__).resolve().parent / "node_scripts"
 CHART = REPO_ROOT / "charts" / "allocwatch"
@@ -162,9 +162,10 @@ class Stack:
         return result["restored_after"], result["doc"]
 
     def unstage(self) -> None:
-        """Remove the files staging created (only when we staged them)."""
+        """Remove the files staging created (only when the helper's marker says we did)."""
         if self.settings.stage:
             config = f"{self.settings.nvml_mock_root}/driver/config"
+            marker = f"{config}/.allocwatch-e2e-staged"
             files = " ".join(
                 f"{config}/{f}" for f in ("config.yaml", "overrides.yaml", "overrides.yaml.lock")
             )
@@ -172,7 +173,12 @@ class Stack:
             self.kubectl.exec(
                 self.ns,
                 self.helper(),
-                ["sh", "-c", f"rm -f {files}; rmdir {config} {driver} 2>/dev/null; true"],
+                [
+                    "sh",
+                    "-c",
+                    f"[ -e {marker} ] || exit 0; rm -f {files} {marker}; "
+                    f"rmdir {config} {driver} 2>/dev/null; true",
+                ],
             )
 
     # --- the fake device plugin ------------------------------------------
@@ -199,15 +205,18 @@ class Stack:
                     args=args,
                 )
             )
-            self.kubectl.run(
-                "rollout",
-                "status",
-                "daemonset/fakeplugin",
-                "-n",
-                self.ns,
-                "--timeout=120s",
-                timeout=130,
-            )
+            try:
+                self.kubectl.run(
+                    "rollout",
+                    "status",
+                    "daemonset/fakeplugin",
+                    "-n",
+                    self.ns,
+                    "--timeout=120s",
+                    timeout=130,
+                )
+            except KubectlError as exc:
+                raise KubectlError(f"{exc}\n{self.diagnostics()}") from exc
             self.plugin_args = list(args)
         wait_until(
             lambda: (self.allocatable(), self.capacity()) == (allocatable, capacity),
@@ -312,7 +321,7 @@ class Stack:
             pod = self.kubectl.get("pod", name, "-n", self.ns)
             phase = pod["status"].get("phase")
             if phase in ("Failed", "Succeeded"):
-                raise AssertionError(f"pod {name} is {phase}: {pod['status']}")
+                raise WaitAbort(f"pod {name} is {phase}: {pod['status']}")
             if phase != "Running":
                 return None
             for line in self.kubectl.logs(self.ns, name).splitlines():

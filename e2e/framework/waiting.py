@@ -13,6 +13,10 @@ class WaitTimeout(AssertionError):
     pass
 
 
+class WaitAbort(AssertionError):
+    """Raised by a condition that can no longer come true (a pod that failed): ends the wait."""
+
+
 def wait_until(
     condition: Callable[[], T | None],
     timeout: float,
@@ -24,13 +28,18 @@ def wait_until(
     """Return the first truthy value of `condition()`; raise WaitTimeout after `timeout` s.
 
     Exceptions from `condition` count as "not yet" until the deadline, when the
-    last one is reported.
+    last one is reported; WaitAbort ends the wait at once, with the diagnostics.
     """
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:
         try:
             value = condition()
+        except WaitAbort as exc:
+            message = f"gave up waiting for {what}: {exc}"
+            if diagnostics is not None:
+                message += "\n" + diagnostics()
+            raise WaitAbort(message) from exc
         except Exception as exc:
             last_error, value = exc, None
         if value:
