@@ -1,3 +1,26 @@
-from allocwatch.cli import run
+"""The `allocwatch` command and `python -m allocwatch`.
 
-run()
+Kept free of heavy imports: a stop signal that arrives while grpc is still
+loading (a few hundred milliseconds) must already mean a clean exit 0, as it
+does once the watcher runs; nothing has been published by then.
+"""
+
+import signal
+import sys
+from types import FrameType
+
+
+def _exit_0(_signum: int, _frame: FrameType | None) -> None:
+    sys.exit(0)
+
+
+def run() -> None:
+    signal.signal(signal.SIGTERM, _exit_0)
+    signal.signal(signal.SIGINT, _exit_0)
+    from allocwatch.cli import main  # main() installs the watcher's own handlers
+
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

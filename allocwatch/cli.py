@@ -8,7 +8,6 @@ import logging
 import math
 import os
 import signal
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from allocwatch.podresources import (
     DEFAULT_SOCKET,
     Interrupted,
     PodResourcesClient,
+    why_unreachable,
 )
 from allocwatch.profile import ProfileSource
 from allocwatch.watch import OK, Watcher
@@ -204,9 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if stop.is_set():
                 return EXIT_OK
             log.error(
-                "--socket %s: kubelet pod-resources socket not reachable within %s",
+                "--socket %s: kubelet pod-resources socket not reachable within %s: %s",
                 args.socket,
                 format_duration(args.dial_timeout),
+                why_unreachable(args.socket),
             )
             return EXIT_FAILURE
         log.info(
@@ -239,7 +240,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         client.close()
         if server is not None:
             server.stop()
-
-
-def run() -> None:
-    sys.exit(main())

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
@@ -112,6 +115,25 @@ def _pod_claims(pod: api_pb2.PodResources, resource_names: Set[str]) -> list[Cla
     ]
 
 
+def why_unreachable(socket_path: str) -> str:
+    """Why a socket did not answer, in words for the error a user reads."""
+    try:
+        st = os.stat(socket_path)
+    except FileNotFoundError:
+        return "it does not exist"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISSOCK(st.st_mode):
+        return "it is not a socket"
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(socket_path)
+        except OSError as exc:
+            return f"connecting to it fails: {exc.strerror or exc}"
+    return "it accepts connections, but no gRPC server answered"
+
+
 class Interrupted(BaseException):
     """Raised by a shutdown signal handler to abandon an in-flight List."""
 
@@ -139,8 +161,9 @@ class PodResourcesClient:
 
     def _connect(self) -> grpc.UnaryUnaryMultiCallable:
         if self._list is None:
-            # grpc reads `unix://relative/path` as an authority, not a path.
-            target = "unix://" + os.path.abspath(self.socket_path)
+            # grpc reads `unix://relative/path` as an authority, not a path,
+            # and the path as a URI's: `?`, `#` and `%` must be escaped.
+            target = "unix://" + urllib.parse.quote(os.path.abspath(self.socket_path), safe="/")
             self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
             # The generated stub's List, but answering with the pods still
             # encoded (see ClaimDecoder).

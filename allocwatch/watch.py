@@ -161,6 +161,9 @@ class Watcher:
                     self._claims.get(device.index, 0),
                     count,
                 )
+        for index in sorted(self._readings.keys() - readings.keys()):
+            changed = True
+            log.info("device %d: reading removed (gone from the profile or its memory)", index)
         if wrote and not changed:
             log.info("rewrote %s: it was missing or edited on disk", self.publisher.path)
         self._readings = dict(readings)

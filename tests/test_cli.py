@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -92,21 +94,45 @@ def test_bad_flags_exit_2_naming_the_flag(args: list[str], needle: str) -> None:
     assert needle in out.stderr
 
 
-def test_unreachable_socket_exits_1_after_dial_timeout(short_tmp: Path, driver_root: Path) -> None:
+def _listening_without_grpc(path: Path) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+    return listener
+
+
+def _refusing(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))  # bound, never listening: connect is refused
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: None, "it does not exist"),
+        (lambda p: p.mkdir(), "it is not a socket"),
+        (lambda p: p.write_text(""), "it is not a socket"),
+        (_refusing, "connecting to it fails: Connection refused"),
+        (_listening_without_grpc, "it accepts connections, but no gRPC server answered"),
+    ],
+    ids=["absent", "directory", "file", "refused", "not-grpc"],
+)
+def test_unreachable_socket_exits_1_after_dial_timeout_saying_why(
+    short_tmp: Path, driver_root: Path, make: Callable[[Path], object], reason: str
+) -> None:
+    path = short_tmp / "k.sock"
+    keep = make(path)
     started = time.monotonic()
     out = run(
-        "--socket",
-        str(short_tmp / "absent.sock"),
-        "--driver-root",
-        str(driver_root),
-        "--dial-timeout",
-        "300ms",
-        "--metrics-address",
-        "",
-    )
+        "--socket", str(path), "--driver-root", str(driver_root),
+        "--dial-timeout", "300ms", "--metrics-address", "",
+    )  # fmt: skip
     assert out.returncode == 1
-    assert "--socket" in out.stderr and "not reachable within 300ms" in out.stderr
+    assert f"--socket {path}: kubelet pod-resources socket not reachable within 300ms" in out.stderr
+    assert reason in out.stderr, out.stderr
     assert time.monotonic() - started < 10
+    if isinstance(keep, socket.socket):
+        keep.close()
 
 
 def test_once_publishes_and_exits_0(kubelet: FakeKubelet, driver_root: Path) -> None:
@@ -151,6 +177,35 @@ def test_once_fails_with_1_without_profile(kubelet: FakeKubelet, tmp_path: Path)
     assert out.returncode == 1
     assert "missing" in out.stderr and str(tmp_path / "none") in out.stderr
     assert not (tmp_path / "none").exists()
+
+
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_grpc_is_still_loading_exits_0(
+    short_tmp: Path, driver_root: Path, sig: signal.Signals
+) -> None:
+    proc = subprocess.Popen(
+        [*CMD, "--socket", str(short_tmp / "absent.sock"), "--driver-root", str(driver_root),
+         "--metrics-address", ""],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+    )  # fmt: skip
+    try:
+        eventually(lambda: _catches(proc.pid, signal.SIGTERM), timeout=10, what="a handler")
+        # The handler is in place before grpc (its cygrpc module) is even loaded.
+        assert "cygrpc" not in Path(f"/proc/{proc.pid}/maps").read_text()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
 
 
 class Running:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import shutil
 import threading
@@ -171,6 +172,23 @@ def test_deleted_file_restored_next_poll(rig: Rig) -> None:
     eventually(rig.shows({2: HALF}), what="restored")
 
 
+@pytest.mark.parametrize("name", ["q?x", "h#x", "pc%41", "sp ace"])
+def test_socket_paths_with_uri_characters_are_reached(
+    kubelet: FakeKubelet, tmp_path: Path, name: str
+) -> None:
+    """grpc reads the target as a URI; a path with `?`, `#` or `%` must still work."""
+    link = tmp_path / name / "kubelet.sock"
+    link.parent.mkdir()
+    link.symlink_to(kubelet.socket_path)
+    kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[3]])])
+    client = PodResourcesClient(str(link))
+    try:
+        assert client.wait_ready(5)
+        assert [c.device_id for c in client.list_claims()] == [A100_UUIDS[3]]
+    finally:
+        client.close()
+
+
 def test_kubelet_restart_is_survived(rig: Rig) -> None:
     rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
     rig.start()
@@ -269,7 +287,10 @@ def test_malformed_profile_keeps_last_good_devices(kubelet: FakeKubelet, driver_
     r.close()
 
 
-def test_profile_change_is_picked_up(kubelet: FakeKubelet, driver_root: Path) -> None:
+def test_profile_change_is_picked_up(
+    kubelet: FakeKubelet, driver_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="allocwatch")
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
     r.watcher.poll()
@@ -282,6 +303,10 @@ def test_profile_change_is_picked_up(kubelet: FakeKubelet, driver_root: Path) ->
     kubelet.set_pods([gpu_pod("ns", "a", ["GPU-12345678-1234-1234-1234-abcdef000001"])])
     assert r.watcher.poll().result == OK
     assert memory(r.overrides) == {"0": IDLE, "1": HALF}  # devices 2..7 retracted
+    # The log says what changed, not that someone edited the file.
+    for index in range(2, 8):
+        assert f"device {index}: reading removed" in caplog.text
+    assert "rewrote" not in caplog.text
     r.close()
 
 
