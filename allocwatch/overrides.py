@@ -467,7 +467,7 @@ class OverridesPublisher:
                 if time.monotonic() >= deadline:
                     raise PublishError(
                         f"lock {self.lock_path}: still held by another writer after "
-                        f"{self.lock_timeout:g}s; retrying next poll"
+                        f"{self.lock_timeout:g}s"
                     )
                 if stop is not None:
                     stop.wait(LOCK_RETRY_SECONDS)

@@ -194,7 +194,11 @@ class ProfileSource:
             devices = load_devices(self.path)
         except FileNotFoundError:  # removed since the stat
             return self._missing()
-        except (OSError, UnicodeDecodeError, ProfileError) as exc:
+        except OSError as exc:
+            # Try again next poll: fixing permissions changes neither mtime nor size.
+            self._identity = None
+            return self._unusable(f"profile {self.path}: {exc}")
+        except (UnicodeDecodeError, ProfileError) as exc:
             return self._unusable(f"profile {self.path}: {exc}")
         if devices != self.devices:
             log.info(

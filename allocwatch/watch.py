@@ -86,7 +86,7 @@ class Watcher:
             result = self.publisher.publish(rec.readings, stop, remove=stale)
         except PublishError as exc:
             if stop is None or not stop.is_set():  # else: abandoned for shutdown
-                self._problem(f"publish: {exc}")
+                self._problem(f"publish: {exc} (retrying every poll)")
             return PollResult(PUBLISH_ERROR)
         self._published = set(rec.readings)
         if result.wrote:

@@ -162,3 +162,26 @@ class TestProfileSource:
         source = ProfileSource(path)
         assert source.refresh() is None
         assert source.error is not None
+
+    def test_a_read_error_is_retried_though_the_file_looks_unchanged(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """chmod fixes a permission error without touching mtime or size: read again anyway."""
+        path = tmp_path / "config.yaml"
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
+        read_text = Path.read_text
+
+        def denied(self: Path, *args: object, **kwargs: object) -> str:
+            raise PermissionError(13, "Permission denied", str(self))
+
+        source = ProfileSource(path)
+        monkeypatch.setattr(Path, "read_text", denied)
+        with caplog.at_level(logging.ERROR):
+            assert source.refresh() is None
+            assert source.refresh() is None
+        assert source.error is not None and "Permission denied" in source.error
+        assert sum("Permission denied" in r.message for r in caplog.records) == 1
+        monkeypatch.setattr(Path, "read_text", read_text)
+        devices = source.refresh()
+        assert devices is not None and devices[0] == Device(0, "", 7, 0)
+        assert source.error is None
