@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build (or reuse) the cluster's Go binaries:
-#   $CACHE/bin/k8s-<version>-<go>-<os>-<arch>/  kube-apiserver, kube-controller-manager,
-#                                               kube-scheduler, kubelet, kubectl
-#   $CACHE/bin/etcd-<version>-<go>-<os>-<arch>/ etcd
+#   $CACHE/bin/k8s-<version>-<go>-<os>-<arch>-<inputs>/  kube-apiserver, kube-controller-manager,
+#                                                        kube-scheduler, kubelet, kubectl
+#   $CACHE/bin/etcd-<version>-<go>-<os>-<arch>-<inputs>/ etcd
+# (<inputs>: a hash of the module's go.mod, go.sum and Go files, and this script)
 # A directory exists only once complete (built into a temporary directory and
 # renamed), so an interrupted build is simply redone.
 set -euo pipefail

@@ -17,6 +17,15 @@ set -euo pipefail
 bin_dirs
 lock_state
 
+# containerd's socket and directories are Debian's defaults, which another
+# containerd (Docker's, say) would use too; its shims, mounts and CNI chains
+# are only touched when this harness ran a containerd or a pod network here.
+ours_containerd=false ours_network=false
+[ -f "$RUNDIR/containerd.pid" ] && ours_containerd=true
+if [ -n "$(ls "$RUNDIR"/*.pid 2>/dev/null)" ] || ip link show cni0 >/dev/null 2>&1; then
+  ours_network=true
+fi
+
 # --------------------------------------------------------------- 1. workloads
 if pid_alive kube-apiserver && kc get --raw /readyz >/dev/null 2>&1; then
   log "deleting workloads and pods"
@@ -66,19 +75,25 @@ stop_pid containerd
 
 # Shims are containerd's children but outlive it by design. Only shims bound to
 # our containerd's socket are ours; any left now belong to killed containers.
-for p in /proc/[0-9]*; do
-  cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
-  case $cmd in
-    *containerd-shim*"-address $CONTAINERD_SOCK "*)
-      log "killing leftover shim ${p#/proc/}"; kill -KILL "${p#/proc/}" 2>/dev/null || true ;;
-  esac
-done
+if $ours_containerd; then
+  for p in /proc/[0-9]*; do
+    cmd=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    case $cmd in
+      *containerd-shim*"-address $CONTAINERD_SOCK "*)
+        log "killing leftover shim ${p#/proc/}"; kill -KILL "${p#/proc/}" 2>/dev/null || true ;;
+    esac
+  done
+else
+  log "no containerd of ours was recorded: leaving containerd's shims and mounts alone"
+fi
 
 # --------------------------------------------------------------- 3. leftovers
 # Unmount deepest first: pod volumes, sandbox netns and shm, task rootfs, and
 # last the kubelet's bind mount of its own root dir (it makes /var/lib/kubelet
 # a shared mount point so volume mounts propagate).
-mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E "^(/var/lib/kubelet(/|$)|/run/netns/cni-|/run/containerd/|/var/lib/containerd/|/run/allocwatch-cluster/|$STATE/)" | sort -r)
+ours_mounts="^(/var/lib/kubelet(/|$)|/run/netns/cni-|/run/allocwatch-cluster/|$STATE/"
+$ours_containerd && ours_mounts="$ours_mounts|/run/containerd/|/var/lib/containerd/"
+mapfile -t mounts < <(findmnt -rn -o TARGET | grep -E "$ours_mounts)" | sort -r)
 for m in "${mounts[@]}"; do
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "could not unmount $m"
 done
@@ -91,7 +106,8 @@ fi
 
 # CNI-* chains come from the bridge (ipMasq), portmap and firewall plugins.
 # Drop the jumps from the built-in chains, then flush and delete the chains.
-for table in filter nat; do
+$ours_network || log "no pod network of ours was recorded: leaving CNI-* iptables chains alone"
+for table in $($ours_network && echo filter nat); do
   jumps=$(iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' || true)
   while read -r rule; do
     # iptables -S quotes comments shell-style, hence eval.

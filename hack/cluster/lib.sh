@@ -20,7 +20,8 @@ RUNDIR=$STATE/run   # pid files
 PKI=$STATE/pki
 
 # Versions come from the committed go.mod files, so bumping a pin there is
-# the only edit needed and the cache key follows automatically.
+# the only edit needed; the cache key also hashes every build input (see
+# inputs_key), so no other edit can reuse a stale build.
 K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$CLUSTER_DIR/k8s/go.mod")
 ETCD_VERSION=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$CLUSTER_DIR/etcd/go.mod")
 
@@ -41,13 +42,20 @@ find_go() {
 # go_env: everything a build needs lives under $CACHE, never under $HOME, and
 # the local toolchain is used as is (no toolchain downloads).
 go_env() {
-  GO=$(find_go) || die "no Go toolchain found (need go >= 1.25 on PATH or in /usr/local/go)"
+  GO=$(find_go) || die "no Go toolchain found (need go >= 1.26 on PATH or in /usr/local/go)"
   export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
   export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOPATH=$CACHE/gopath
   GO_VERSION=$("$GO" env GOVERSION)
   GOOS_ARCH=$("$GO" env GOOS)-$("$GO" env GOARCH)
-  K8S_BIN=$CACHE/bin/k8s-$K8S_VERSION-$GO_VERSION-$GOOS_ARCH
-  ETCD_BIN=$CACHE/bin/etcd-$ETCD_VERSION-$GO_VERSION-$GOOS_ARCH
+  K8S_BIN=$CACHE/bin/k8s-$K8S_VERSION-$GO_VERSION-$GOOS_ARCH-$(inputs_key k8s)
+  ETCD_BIN=$CACHE/bin/etcd-$ETCD_VERSION-$GO_VERSION-$GOOS_ARCH-$(inputs_key etcd)
+}
+
+# inputs_key DIR: a short hash of what a build of DIR reads besides the module
+# cache: its go.mod, go.sum and Go files, and the flags in build.sh.
+inputs_key() {
+  cat "$CLUSTER_DIR/$1"/go.mod "$CLUSTER_DIR/$1"/go.sum "$CLUSTER_DIR/$1"/*.go \
+    "$CLUSTER_DIR/build.sh" | sha256sum | cut -c1-8
 }
 
 # The bin directories are recorded once built so that scripts which only
@@ -85,12 +93,30 @@ lock_state() {
   fi
 }
 
+# proc_start PID: the process's start time in clock ticks since boot (field
+# 22 of /proc/PID/stat). With the pid it names one process for good: a pid
+# file that outlived its process (a reboot, a crash) cannot match a stranger
+# that was given the same pid.
+proc_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }  # the fields after the command name, which may hold spaces
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "${20}"
+}
+
+# pid_of NAME: the pid in $RUNDIR/NAME.pid while that very process lives.
+pid_of() {
+  local pid start
+  [ -f "$RUNDIR/$1.pid" ] || return 1
+  read -r pid start <"$RUNDIR/$1.pid" || true
+  [ -n "$pid" ] && [ -n "$start" ] && [ "$(proc_start "$pid")" = "$start" ] && echo "$pid"
+}
+
 # pid_alive NAME: true when $RUNDIR/NAME.pid names a live process.
 pid_alive() {
-  local pid
-  [ -f "$RUNDIR/$1.pid" ] || return 1
-  pid=$(cat "$RUNDIR/$1.pid")
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+  pid_of "$1" >/dev/null
 }
 
 # start_daemon NAME CMD...: run CMD in the background with its output in
@@ -101,7 +127,7 @@ start_daemon() {
   mkdir -p "$RUNDIR" "$LOGDIR"
   printf '\n===== %s starting %s\n' "$(date -Is)" "$name" >>"$LOGDIR/$name.log"
   setsid "$@" >>"$LOGDIR/$name.log" 2>&1 </dev/null 9>&- &
-  echo $! >"$RUNDIR/$name.pid"
+  echo "$! $(proc_start $!)" >"$RUNDIR/$name.pid"
 }
 
 # wait_for NAME TIMEOUT CMD...: poll CMD every half second until it succeeds;
@@ -121,22 +147,30 @@ wait_for() {
 }
 
 # stop_pid NAME: SIGTERM the process in NAME's pid file, wait up to 20 s,
-# then SIGKILL. Only ever signals the pid we recorded ourselves.
+# then SIGKILL. Only ever signals the process we recorded ourselves (pid and
+# start time). The pid file stays while that process survives, so down.sh's
+# final check reports it.
 stop_pid() {
   local name=$1 pid i
   [ -f "$RUNDIR/$name.pid" ] || return 0
-  pid=$(cat "$RUNDIR/$name.pid")
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+  if pid=$(pid_of "$name"); then
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 1 40); do
-      kill -0 "$pid" 2>/dev/null || break
+      pid_alive "$name" || break
       sleep 0.5
     done
-    if kill -0 "$pid" 2>/dev/null; then
+    if pid_alive "$name"; then
       log "$name did not stop in 20 s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
-      sleep 0.5
+      for i in $(seq 1 10); do
+        pid_alive "$name" || break
+        sleep 0.5
+      done
+    fi
+    if pid_alive "$name"; then
+      log "$name (pid $pid) survived SIGKILL"
+      return 0
     fi
   fi
   rm -f "$RUNDIR/$name.pid"

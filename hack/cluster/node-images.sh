@@ -12,8 +12,11 @@ mkdir -p "$IMG"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# The tarball names hash their recipes (this script and mkimage.py) too, so
+# changing how an image is made never reuses an old tarball.
+recipe=$(cat "$CLUSTER_DIR/node-images.sh" "$CLUSTER_DIR/mkimage.py" | sha256sum | cut -c1-8)
 PAUSE_REF=registry.k8s.io/pause:3.9
-pause_tar=$IMG/pause-3.9-$(sha256sum "$CLUSTER_DIR/files/pause.c" | cut -c1-12).tar
+pause_tar=$IMG/pause-3.9-$(sha256sum "$CLUSTER_DIR/files/pause.c" | cut -c1-12)-$recipe.tar
 if [ ! -f "$pause_tar" ]; then
   mkdir -p "$work/pause"
   gcc -Os -static -o "$work/pause/pause" "$CLUSTER_DIR/files/pause.c"
@@ -23,7 +26,7 @@ fi
 
 bb_version=$(dpkg-query -W -f '${Version}' busybox-static | sed 's/^[0-9]*://' | tr -c 'A-Za-z0-9_.\n-' '-')
 BUSYBOX_REF=localhost/busybox:$bb_version
-busybox_tar=$IMG/busybox-$bb_version.tar
+busybox_tar=$IMG/busybox-$bb_version-$recipe.tar
 if [ ! -f "$busybox_tar" ]; then
   r=$work/busybox
   mkdir -p "$r/bin" "$r/etc" "$r/tmp" "$r/root"

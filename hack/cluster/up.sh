@@ -53,7 +53,7 @@ install -m 0644 "$CLUSTER_DIR/files/containerd.toml" "$STATE/containerd.toml"
 
 containerd_ok() { ctr --address "$CONTAINERD_SOCK" version; }
 if pid_alive containerd; then
-  log "containerd already running (pid $(cat "$RUNDIR/containerd.pid"))"
+  log "containerd already running (pid $(pid_of containerd))"
 else
   if [ -S "$CONTAINERD_SOCK" ] && timeout 5 ctr --address "$CONTAINERD_SOCK" version >/dev/null 2>&1; then
     die "a containerd that this harness did not start already serves $CONTAINERD_SOCK; stop it first (this harness never stops processes it did not start)"
