@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from allocwatch.durations import parse_duration
 from allocwatch.overrides import parse_document
 from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
@@ -181,21 +182,25 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
                 }
 
             readings = FileReadings(target)
+            # Writes are counted on the file itself (inotify), not taken from
+            # the watcher's own counter.
             writes = FileWrites(target)
             # idle window
+            writes.drain()
+            w0 = writes.writes
             m0, c0 = scrape(port), cpu_seconds(proc.pid)
             main0 = thread_cpu_seconds(proc.pid, proc.pid)
             time.sleep(idle_s)
             m1, c1 = scrape(port), cpu_seconds(proc.pid)
             main1 = thread_cpu_seconds(proc.pid, proc.pid)
             idle_polls = polls(m1) - polls(m0)
-            idle_writes = m1["allocwatch_writes_total"] - m0["allocwatch_writes_total"]
+            writes.drain()
+            idle_writes = writes.writes - w0
 
             # busy: scripted changes, each at a random phase of the poll cycle
-            seconds = float(re.sub(r"[a-z]+$", "", interval)) * (
-                1e-3 if interval.endswith("ms") else 1
-            )
+            seconds = parse_duration(interval)
             latencies = []
+            wb0 = writes.writes
             b0, busy_start = scrape(port), time.monotonic()
             c1b, main1b = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
             for _ in range(changes):
@@ -214,7 +219,8 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
             c2 = cpu_seconds(proc.pid)
             main2 = thread_cpu_seconds(proc.pid, proc.pid)
             busy_polls = polls(b1) - polls(b0)
-            busy_writes = b1["allocwatch_writes_total"] - b0["allocwatch_writes_total"]
+            writes.drain()
+            busy_writes = writes.writes - wb0
             rss = peak_rss_mib(proc.pid)
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=10)
