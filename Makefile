@@ -28,7 +28,8 @@ test: lint
 	$(PY) -m pytest tests --ignore=tests/interop
 
 ## interop: against upstream nvml-mock-ctl and its mock libnvidia-ml.so (needs `make upstream`)
-interop: venv upstream
+# (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
+interop: venv $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 	$(PY) -m pytest tests/interop
 
 lint: venv
@@ -48,7 +49,7 @@ bench-breakdown: venv
 	$(PY) -m bench.breakdown
 
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
-bench-compare: venv upstream
+bench-compare: venv $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 	$(PY) -m bench.compare
 
 ## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit

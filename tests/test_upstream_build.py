@@ -156,9 +156,24 @@ def test_links_the_library_as_upstream_does(built: tuple[Path, Path]) -> None:
 
 def test_a_cached_build_is_reused_without_go_or_the_proxy(built: tuple[Path, Path]) -> None:
     cache, out = built
-    again = build(cache, "off", GO="/bin/false")
+    again = build(cache, "off", GO="/nonexistent/go")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == str(out)
+
+
+def test_no_working_go_exits_1_saying_so(tmp_path: Path) -> None:
+    result = build(tmp_path / "cache", "off", GO="/nonexistent/go")
+    assert result.returncode == 1
+    assert "no working Go toolchain (/nonexistent/go" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_proxy_that_cannot_be_asked_exits_1_not_not_served(tmp_path: Path) -> None:
+    """Exit 3 means the proxy refused the module; any other failure is 1."""
+    result = build(tmp_path / "cache", "off")
+    subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=False)
+    assert result.returncode == 1, result.stderr
+    assert "does not serve" not in result.stderr
 
 
 class _Refusing(http.server.BaseHTTPRequestHandler):

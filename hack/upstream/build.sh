@@ -36,15 +36,21 @@ export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 export GOFLAGS=-buildvcs=false
 export CGO_ENABLED=1
 
-go=${GO:-}
-if [ -z "$go" ]; then
-  if command -v go >/dev/null 2>&1; then go=$(command -v go)
-  elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
-  else echo "build.sh: no Go toolchain (put go on PATH or set GO=...)" >&2; exit 1
-  fi
-fi
-
 log() { echo "build.sh: $*" >&2; }
+
+# Looked up only once a build is needed: a complete cache needs no Go.
+find_go() {
+  go=${GO:-}
+  if [ -z "$go" ]; then
+    if command -v go >/dev/null 2>&1; then go=$(command -v go)
+    elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
+    fi
+  fi
+  if [ -z "$go" ] || ! "$go" version >/dev/null 2>&1; then
+    log "no working Go toolchain (${go:-none found}; put go on PATH or set GO=...)"
+    exit 1
+  fi
+}
 complete() { [ -x "$1/nvml-mock-ctl" ] && [ -e "$1/libnvidia-ml.so.1" ]; }
 
 mkdir -p "$root"
@@ -60,7 +66,10 @@ fi
 # The commit → pseudo-version answer is cached too, so a warm cache builds offline.
 resolved=$root/commit-$commit
 if [ -n "${src:-}" ]; then
-  :
+  if complete "$root/$version"; then
+    echo "$root/$version"
+    exit 0
+  fi
 elif [ -s "$resolved" ]; then
   version=$(cat "$resolved")
   if complete "$root/$version"; then
@@ -69,11 +78,15 @@ elif [ -s "$resolved" ]; then
   fi
 fi
 
+find_go
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ -z "${src:-}" ]; then
 cd "$work"
-"$go" mod init allocwatch.invalid/upstream-build >/dev/null 2>&1
+"$go" mod init allocwatch.invalid/upstream-build >/dev/null 2>&1 || {
+  log "go mod init failed in $work"
+  exit 1
+}
 log "resolving $module@$commit through the module proxy"
 if ! "$go" mod download -json "$module@$commit" >download.json 2>download.err; then
   cat download.json download.err >&2

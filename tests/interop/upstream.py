@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -60,8 +59,6 @@ def locate(build_timeout: float = 1800.0) -> Upstream:
         if up.missing():
             raise UpstreamUnavailable(f"{ENV_DIR}={given} lacks {', '.join(up.missing())}")
         return up
-    if shutil.which("go") is None:
-        raise UpstreamUnavailable(f"Go is not on PATH, and {ENV_DIR} is not set")
     proc = subprocess.run(
         [str(BUILD_SCRIPT)],
         capture_output=True,
