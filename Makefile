@@ -58,7 +58,7 @@ upstream:
 
 ## image: build the watcher image (BASE_IMAGE=... for a local base)
 image:
-	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE) .
+	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) -t $(IMAGE) .
 
 ## image-fakeplugin: the fake device plugin used by the e2e tests
 image-fakeplugin:

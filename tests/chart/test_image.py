@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import tomllib
 
 import pytest
 
@@ -51,9 +52,16 @@ def ignore_patterns(path: str | None = None) -> list[str]:
 def test_base_image_defaults_to_an_official_slim_python() -> None:
     args = [rest for word, rest in instructions() if word == "ARG" and rest.startswith("BASE")]
     assert len(args) == 1
-    m = re.fullmatch(r"BASE_IMAGE=python:3\.(\d+)-slim", args[0])
+    m = re.fullmatch(r"BASE_IMAGE=python:3\.(\d+)-slim-bookworm", args[0])
     assert m, args[0]
     assert int(m[1]) >= 11, "the package needs Python >= 3.11"
+
+
+def test_version_label_defaults_to_the_package_version() -> None:
+    """Builds that pass no VERSION (cluster-images, the e2e providers) still label it right."""
+    version = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+    args = [rest for word, rest in instructions() if word == "ARG" and rest.startswith("VERSION")]
+    assert args == [f"VERSION={version}"]
 
 
 def test_watcher_is_the_last_stage_and_fakeplugin_a_target() -> None:
