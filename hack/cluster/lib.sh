@@ -151,29 +151,32 @@ wait_for() {
 # start time). The pid file stays while that process survives, so down.sh's
 # final check reports it.
 stop_pid() {
-  local name=$1 pid i
+  local name=$1 pid
   [ -f "$RUNDIR/$name.pid" ] || return 0
   if pid=$(pid_of "$name"); then
     log "stopping $name (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 40); do
-      pid_alive "$name" || break
-      sleep 0.5
-    done
-    if pid_alive "$name"; then
+    if ! wait_gone "$name" 40; then
       log "$name did not stop in 20 s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
-      for i in $(seq 1 10); do
-        pid_alive "$name" || break
-        sleep 0.5
-      done
-    fi
-    if pid_alive "$name"; then
-      log "$name (pid $pid) survived SIGKILL"
-      return 0
+      if ! wait_gone "$name" 10; then
+        log "$name (pid $pid) survived SIGKILL"
+        return 0
+      fi
     fi
   fi
   rm -f "$RUNDIR/$name.pid"
+}
+
+# wait_gone NAME TRIES: poll every half second, TRIES times at most, until
+# NAME's process is gone; false if it is still there.
+wait_gone() {
+  local i
+  for i in $(seq 1 "$2"); do
+    pid_alive "$1" || return 0
+    sleep 0.5
+  done
+  ! pid_alive "$1"
 }
 
 kubectl_bin() {
