@@ -42,7 +42,8 @@ _WORDS: dict[str, tuple[str, Any]] = {
 # Go's strconv.ParseInt(s, 0, 64) syntax; a leading 0 means octal.
 _GO_INT = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
 _YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?")  # Go ParseFloat, text starting with "."
+# Go's ParseFloat on text starting with ".", which takes `_` between digits
+_DOT_FLOAT = re.compile(r"\.[0-9](_?[0-9])*([eE][-+]?[0-9](_?[0-9])*)?")
 
 
 def _go_int(text: str) -> int | None:
@@ -74,7 +75,7 @@ def resolve_plain(text: str) -> tuple[str, Any]:
     first = text[:1]
     if first == ".":
         if _DOT_FLOAT.fullmatch(text):
-            value = _go_float(text)
+            value = _go_float(text.replace("_", ""))
             if value is not None:
                 return FLOAT, value
     elif first and first in "+-0123456789":
@@ -117,7 +118,21 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
         return self._explicit(node, (INT,))
 
     def construct_go_float(self, node: yaml.ScalarNode) -> Any:
-        return float(self._explicit(node, (FLOAT, INT)))  # go-yaml lets !!float take an int
+        value = self._explicit(node, (FLOAT, INT))
+        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+            # go-yaml lets !!float take an int64, not a uint64
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {value} as !!float", node.start_mark
+            )
+        return float(value)
+
+    def construct_go_null(self, node: yaml.ScalarNode) -> Any:
+        return self._explicit(node, (NULL,))
+
+    def construct_merge_text(self, node: yaml.ScalarNode) -> Any:
+        # `<<` merges only as a key (PyYAML handles that before construction);
+        # as a value go-yaml reads the text.
+        return self.construct_scalar(node)
 
     def construct_go_timestamp(self, node: yaml.ScalarNode) -> Any:
         # Only an explicit `!!timestamp` gets here; the engine reads it as text.
@@ -133,6 +148,8 @@ GoYamlLoader.add_constructor(BOOL, GoYamlLoader.construct_go_bool)
 GoYamlLoader.add_constructor(INT, GoYamlLoader.construct_go_int)
 GoYamlLoader.add_constructor(FLOAT, GoYamlLoader.construct_go_float)
 GoYamlLoader.add_constructor(TIMESTAMP, GoYamlLoader.construct_go_timestamp)
+GoYamlLoader.add_constructor(NULL, GoYamlLoader.construct_go_null)
+GoYamlLoader.add_constructor(MERGE, GoYamlLoader.construct_merge_text)
 
 
 def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:

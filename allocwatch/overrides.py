@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import threading
 import time
@@ -56,7 +57,12 @@ _DumperBase: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumpe
 
 
 class _StrictLoader(goyaml.GoYamlLoader):
-    """go-yaml v2's scalars, and duplicate keys rejected as UnmarshalStrict does.
+    """go-yaml v2's scalars, and keys checked as UnmarshalStrict checks them.
+
+    A key may appear once, counting those a merge (`<<: *base`) brings in:
+    strict go-yaml refuses `{<<: *base, x: 2}` when base has `x`. A null key,
+    and an int key beyond int64, are keys sigs.k8s.io/yaml cannot turn into
+    text, so the engine refuses those files too.
 
     Timestamps stay strings, as the engine reads them; a string survives our
     round trip unchanged (the dumper quotes it again).
@@ -64,26 +70,35 @@ class _StrictLoader(goyaml.GoYamlLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                # `<<: *base`, which go-yaml accepts too: the merged keys are
-                # defaults that this map's own keys may override.
-                continue
-            key = self.construct_object(key_node, deep=True)
+
+        def claim(key: Any, mark: yaml.Mark) -> None:
             if isinstance(key, int) and not isinstance(key, bool):
-                # sigs.k8s.io/yaml turns an int key into its decimal string
-                key = str(key)
+                if not -(2**63) <= key < 2**63:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key} is out of range", mark
+                    )
+                key = str(key)  # sigs.k8s.io/yaml turns an int key into its decimal text
+            if key is None:
+                raise yaml.constructor.ConstructorError(None, None, "a null key", mark)
             try:
                 duplicate = key in seen
             except TypeError:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"unhashable key {key!r}", key_node.start_mark
+                    None, None, f"unhashable key {key!r}", mark
                 ) from None
             if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
             seen.add(key)
+
+        for key_node, value_node in node.value:
+            if key_node.tag == goyaml.MERGE:
+                merged = self.construct_object(value_node, deep=True)
+                for part in merged if isinstance(merged, list) else [merged]:
+                    if isinstance(part, dict):
+                        for key in part:
+                            claim(key, key_node.start_mark)
+                continue
+            claim(self.construct_object(key_node, deep=True), key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
 
@@ -142,6 +157,9 @@ def _normalise_keys(value: Any) -> Any:
         budget -= 1
         if budget < 0:
             raise DocumentError(f"aliases expand the document past {MAX_EXPANDED_NODES} nodes")
+        if isinstance(node, float) and not math.isfinite(node):
+            # the engine reads the file through JSON, which has no inf or nan
+            raise DocumentError(f"{node!r}: the engine cannot read a non-finite number")
         if not isinstance(node, dict | list):
             return node
         if id(node) in ancestors:
@@ -179,7 +197,11 @@ def parse_document(text: str) -> Document:
             f"unknown top-level key(s) {', '.join(unknown)} (allowed: all, devices, version)"
         )
     version = doc.get("version")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+    if isinstance(version, float) and version.is_integer():
+        version = doc["version"] = int(version)  # what Go's int field makes of it
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or not -(2**63) <= version < 2**63
+    ):
         raise DocumentError(f"`version` must be an integer, not {version!r}")
     for key in ("all", "devices"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):

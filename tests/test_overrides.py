@@ -36,10 +36,16 @@ R = MemoryReading
         "# only a comment\n",
         "all: {memory: {used_bytes: 5}}\ndevices: {'0': null}\n",
         "devices:\n  '0':\n    memory: {used_bytes: 2.1169176576e+10}\n",
+        "version: 2.0\n",  # Go's int field takes an integral number
+        "all: {x: .5_0, y: <<}\n",
     ],
 )
 def test_accepts_what_the_engine_accepts(text: str) -> None:
     parse_document(text)
+
+
+def test_an_integral_float_version_is_kept_as_that_int() -> None:
+    assert parse_document("version: 2.0\n") == {"version": 2}
 
 
 def test_int_device_keys_become_strings() -> None:
@@ -78,6 +84,14 @@ ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("all: {x: !!bool maybe}\n", "not valid YAML"),
         ("all: {x: !!timestamp abc}\n", "not valid YAML"),
         ("all: {x: !!int ''}\n", "not valid YAML"),
+        ("all: {x: !!null foo}\n", "not valid YAML"),
+        ("all: {x: .inf}\n", "non-finite"),
+        ("all: {x: [-.Inf]}\n", "non-finite"),
+        ("devices: {'0': {x: .nan}}\n", "non-finite"),
+        ("all: {~: 1}\n", "null key"),
+        ("devices: {18446744073709551615: {}}\n", "out of range"),
+        ("version: 18446744073709551615\n", "version"),
+        ("version: 1.5\n", "version"),
     ],
 )
 def test_rejects_what_would_break_the_file(text: str, needle: str) -> None:
@@ -170,15 +184,33 @@ def test_merge_keys_are_read_as_go_yaml_reads_them() -> None:
 version: 1
 all: &base {fan: {speed_percent: 40}, power: {limit_w: 300}}
 devices:
-  "0": {<<: *base, fan: {speed_percent: 90}}
-  "1": {<<: [*base], thermal: {temperature_gpu_c: 85}}
+  "0": {<<: *base, thermal: {temperature_gpu_c: 90}}
+  "1": {<<: [*base], ecc: {mode: 1}}
+  "2": {k: <<}
 """
     doc = parse_document(text)
-    assert doc["devices"]["0"] == {"fan": {"speed_percent": 90}, "power": {"limit_w": 300}}
-    assert doc["devices"]["1"]["thermal"] == {"temperature_gpu_c": 85}
+    assert doc["devices"]["0"] == {
+        "fan": {"speed_percent": 40},
+        "power": {"limit_w": 300},
+        "thermal": {"temperature_gpu_c": 90},
+    }
     assert doc["devices"]["1"]["power"] == {"limit_w": 300}
+    assert doc["devices"]["2"] == {"k": "<<"}  # only a key merges
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'devices: {"0": {<<: {a: 1}, b: 1, b: 2}}',
+        # strict go-yaml counts merged keys as set: "key already set in map"
+        'all: &a {x: 1}\ndevices: {"0": {<<: *a, x: 2}}',
+        'all: &a {x: 1}\ndevices: {"0": {x: 2, <<: *a}}',
+        'all: {a: &a {x: 1}, c: &c {x: 3}}\ndevices: {"0": {<<: [*a, *c]}}',
+    ],
+)
+def test_a_key_set_twice_through_a_merge_is_refused(text: str) -> None:
     with pytest.raises(DocumentError, match="duplicate key"):
-        parse_document('devices: {"0": {<<: {a: 1}, b: 1, b: 2}}')
+        parse_document(text)
 
 
 # Strings go-yaml v2 (the engine's parser) resolves as numbers when plain,
@@ -225,7 +257,7 @@ SCALARS_THAT_LOOK_TYPED = [
 
 
 def test_every_scalar_keeps_its_type_through_a_render_and_back() -> None:
-    values = [*SCALARS_THAT_LOOK_TYPED, 1, -1, 1.5, float("inf"), True, False, None]
+    values = [*SCALARS_THAT_LOOK_TYPED, 1, -1, 1.5, 1e300, True, False, None]
     doc = {
         "all": {f"k{i}": v for i, v in enumerate(values)}
         | {s: s for s in SCALARS_THAT_LOOK_TYPED if s}
