@@ -111,7 +111,13 @@ pid_of() {
   local pid start
   [ -f "$RUNDIR/$1.pid" ] || return 1
   read -r pid start <"$RUNDIR/$1.pid" || true
-  [ -n "$pid" ] && [ -n "$start" ] && [ "$(proc_start "$pid")" = "$start" ] && echo "$pid"
+  [ -n "$pid" ] || return 1
+  if [ -z "$start" ]; then
+    # written before start times were recorded: the pid alone must do
+    kill -0 "$pid" 2>/dev/null && echo "$pid"
+    return
+  fi
+  [ "$(proc_start "$pid")" = "$start" ] && echo "$pid"
 }
 
 # pid_alive NAME: true when $RUNDIR/NAME.pid names a live process.

@@ -12,6 +12,7 @@ set -euo pipefail
 started=$(date +%s)
 lock_state
 stop_pid kubelet
+! pid_alive kubelet || die "the old kubelet survived SIGKILL; not starting a second one"
 start_kubelet
 wait_kubelet_ready
 log "kubelet restarted in $(( $(date +%s) - started ))s"
