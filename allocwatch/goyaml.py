@@ -90,6 +90,22 @@ def resolve_plain(text: str) -> tuple[str, Any]:
     return STR, text
 
 
+def key_text(key: Any) -> Any:
+    """The text sigs.k8s.io/yaml makes of a scalar map key, where it is plain to tell.
+
+    An int is its decimal text, a bool "true"/"false", and a float holding a
+    whole number under a million its digits (Go writes float keys with %g at
+    float32 precision, so `1.0:` is "1", device 1's key). Other keys are kept.
+    """
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, int):
+        return str(key)
+    if isinstance(key, float) and key.is_integer() and abs(key) < 1e6:
+        return ("-" if math.copysign(1.0, key) < 0 else "") + str(abs(int(key)))
+    return key
+
+
 _LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

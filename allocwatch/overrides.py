@@ -59,10 +59,11 @@ _DumperBase: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumpe
 class _StrictLoader(goyaml.GoYamlLoader):
     """go-yaml v2's scalars, and keys checked as UnmarshalStrict checks them.
 
-    A key may appear once, counting those a merge (`<<: *base`) brings in:
-    strict go-yaml refuses `{<<: *base, x: 2}` when base has `x`. A null key,
-    and an int key beyond int64, are keys sigs.k8s.io/yaml cannot turn into
-    text, so the engine refuses those files too.
+    Keys get the text sigs.k8s.io/yaml gives them (`1:` is "1", `y:` is
+    "true"). A key may appear once, counting those a merge (`<<: *base`)
+    brings in: strict go-yaml refuses `{<<: *base, x: 2}` when base has `x`.
+    A null key, and an int key beyond int64, are keys sigs.k8s.io/yaml cannot
+    turn into text, so the engine refuses those files too.
 
     Timestamps stay strings, as the engine reads them; a string survives our
     round trip unchanged (the dumper quotes it again).
@@ -72,12 +73,11 @@ class _StrictLoader(goyaml.GoYamlLoader):
         seen: set[Any] = set()
 
         def claim(key: Any, mark: yaml.Mark) -> None:
-            if isinstance(key, int) and not isinstance(key, bool):
-                if not -(2**63) <= key < 2**63:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key} is out of range", mark
-                    )
-                key = str(key)  # sigs.k8s.io/yaml turns an int key into its decimal text
+            if isinstance(key, int) and not isinstance(key, bool) and not -(2**63) <= key < 2**63:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key} is out of range", mark
+                )
+            key = goyaml.key_text(key)  # so `1:` and `"1":` are the same key, as in Go
             if key is None:
                 raise yaml.constructor.ConstructorError(None, None, "a null key", mark)
             try:
@@ -99,7 +99,14 @@ class _StrictLoader(goyaml.GoYamlLoader):
                             claim(key, key_node.start_mark)
                 continue
             claim(self.construct_object(key_node, deep=True), key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
+        # Keyed by the engine's names from the start: in a plain dict False, 0
+        # and -0.0 (or True and 1) would silently become one key.
+        self.flatten_mapping(node)
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = goyaml.key_text(self.construct_object(key_node, deep=deep))
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
 _SCALAR_RESOLVER = yaml.resolver.Resolver()  # the implicit tags SafeDumper uses
@@ -144,7 +151,7 @@ MAX_EXPANDED_NODES = 100_000
 
 
 def _normalise_keys(value: Any) -> Any:
-    """Copy of a parsed document with int keys as strings and no shared maps or lists.
+    """Copy of a parsed document with keys as the engine names them, and nothing shared.
 
     Raises DocumentError for an alias that contains itself or a document that
     aliases expand past MAX_EXPANDED_NODES.
@@ -168,10 +175,7 @@ def _normalise_keys(value: Any) -> Any:
         try:
             if isinstance(node, list):
                 return [rebuild(v) for v in node]
-            return {
-                (str(k) if isinstance(k, int) and not isinstance(k, bool) else k): rebuild(v)
-                for k, v in node.items()
-            }
+            return {goyaml.key_text(k): rebuild(v) for k, v in node.items()}
         finally:
             ancestors.discard(id(node))
 

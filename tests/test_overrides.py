@@ -48,6 +48,30 @@ def test_an_integral_float_version_is_kept_as_that_int() -> None:
     assert parse_document("version: 2.0\n") == {"version": 2}
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("devices: {1.0: {a: 1}}", {"devices": {"1": {"a": 1}}}),
+        ("devices: {0x2: {a: 1}}", {"devices": {"2": {"a": 1}}}),
+        (
+            "all: {y: 1, off: 2, -0.0: 3, 0.5: 4, 1e6: 5}",
+            {"all": {"true": 1, "false": 2, "-0": 3, 0.5: 4, 1e6: 5}},
+        ),
+    ],
+)
+def test_keys_are_named_as_the_engine_names_them(text: str, expected: object) -> None:
+    """sigs.k8s.io/yaml turns int, bool and small whole float keys into their text."""
+    assert parse_document(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ['devices: {1.0: {}, "1": {}}', 'all: {y: 1, "true": 2}', "all: {1: a, 1.0: b}"]
+)
+def test_two_keys_the_engine_names_alike_are_refused(text: str) -> None:
+    with pytest.raises(DocumentError, match="duplicate key"):
+        parse_document(text)
+
+
 def test_int_device_keys_become_strings() -> None:
     assert parse_document("devices: {0: {fan: {speed_percent: 60}}}") == {
         "devices": {"0": {"fan": {"speed_percent": 60}}}
