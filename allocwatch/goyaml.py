@@ -46,6 +46,11 @@ _YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9
 _DOT_FLOAT = re.compile(r"\.[0-9](_?[0-9])*([eE][-+]?[0-9](_?[0-9])*)?")
 
 
+def is_int64(number: int) -> bool:
+    """Whether an int fits Go's int64, the range of its int fields and int keys."""
+    return -(2**63) <= number < 2**63
+
+
 def _go_int(text: str) -> int | None:
     m = _GO_INT.fullmatch(text)
     if m is None:
@@ -57,7 +62,7 @@ def _go_int(text: str) -> int | None:
         value = int(digits, 0)
     value = -value if sign == "-" else value
     # ParseInt, then ParseUint (which takes no sign): int64 or uint64.
-    if -(2**63) <= value < 2**63 or (not sign and value < 2**64):
+    if is_int64(value) or (not sign and 0 <= value < 2**64):
         return value
     return None
 
@@ -135,7 +140,7 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
 
     def construct_go_float(self, node: yaml.ScalarNode) -> Any:
         value = self._explicit(node, (FLOAT, INT))
-        if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        if isinstance(value, int) and not is_int64(value):
             # go-yaml lets !!float take an int64, not a uint64
             raise yaml.constructor.ConstructorError(
                 None, None, f"cannot read {value} as !!float", node.start_mark

@@ -73,7 +73,7 @@ class _StrictLoader(goyaml.GoYamlLoader):
         seen: set[Any] = set()
 
         def claim(key: Any, mark: yaml.Mark) -> None:
-            if isinstance(key, int) and not isinstance(key, bool) and not -(2**63) <= key < 2**63:
+            if isinstance(key, int) and not isinstance(key, bool) and not goyaml.is_int64(key):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key} is out of range", mark
                 )
@@ -151,7 +151,7 @@ MAX_EXPANDED_NODES = 100_000
 
 
 def _normalise_keys(value: Any) -> Any:
-    """Copy of a parsed document with keys as the engine names them, and nothing shared.
+    """Copy of a parsed document in which no map or list is shared.
 
     Raises DocumentError for an alias that contains itself or a document that
     aliases expand past MAX_EXPANDED_NODES.
@@ -175,7 +175,7 @@ def _normalise_keys(value: Any) -> Any:
         try:
             if isinstance(node, list):
                 return [rebuild(v) for v in node]
-            return {goyaml.key_text(k): rebuild(v) for k, v in node.items()}
+            return {k: rebuild(v) for k, v in node.items()}  # keys: named by the loader
         finally:
             ancestors.discard(id(node))
 
@@ -204,7 +204,7 @@ def parse_document(text: str) -> Document:
     if isinstance(version, float) and version.is_integer():
         version = doc["version"] = int(version)  # what Go's int field makes of it
     if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or not -(2**63) <= version < 2**63
+        isinstance(version, bool) or not isinstance(version, int) or not goyaml.is_int64(version)
     ):
         raise DocumentError(f"`version` must be an integer, not {version!r}")
     for key in ("all", "devices"):

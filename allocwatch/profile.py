@@ -83,7 +83,7 @@ def _integer(value: Any) -> int | None:
 def _int(value: Any, where: str) -> int:
     """A Go `int` field: null or missing is 0."""
     number = 0 if value is None else _integer(value)
-    if number is None or not -(2**63) <= number < 2**63:
+    if number is None or not goyaml.is_int64(number):
         raise ProfileError(f"{where} must be an integer, not {value!r}")
     return number
 
