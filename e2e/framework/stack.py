@@ -26,6 +26,8 @@ from .waiting import WaitAbort, wait_until
 
 NODE_SCRIPTS = Path(__file__).resolve().parent / "node_scripts"
 CHART = REPO_ROOT / "charts" / "allocwatch"
+# Written beside the config.yaml the node helper stages: what unstage may remove.
+STAGE_MARKER = ".allocwatch-e2e-staged"
 RELEASE = "allocwatch"
 WATCHER_LABELS = f"app.kubernetes.io/name=allocwatch,app.kubernetes.io/instance={RELEASE}"
 PLUGIN_LABELS = "app.kubernetes.io/name=fakeplugin"
@@ -131,6 +133,7 @@ class Stack:
                 stage=self.settings.stage,
                 profile=profile,
                 nvml_mock_root=self.settings.nvml_mock_root,
+                marker=STAGE_MARKER,
             )
         )
         self.wait_ready_pod(HELPER_LABELS)
@@ -165,7 +168,7 @@ class Stack:
         """Remove the files staging created (only when the helper's marker says we did)."""
         if self.settings.stage:
             config = f"{self.settings.nvml_mock_root}/driver/config"
-            marker = f"{config}/.allocwatch-e2e-staged"
+            marker = f"{config}/{STAGE_MARKER}"
             files = " ".join(
                 f"{config}/{f}" for f in ("config.yaml", "overrides.yaml", "overrides.yaml.lock")
             )
