@@ -49,7 +49,6 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.metrics.enabled (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}true{{ end }}
 {{- end }}
 
-{{/* Checks that values.schema.json cannot express. */}}
 {{/* The interval in seconds, read as the watcher reads it (the schema has checked its syntax). */}}
 {{- define "allocwatch.intervalSeconds" -}}
 {{- $text := toString .Values.interval | trim }}
@@ -66,6 +65,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* Checks that values.schema.json cannot express. */}}
 {{- define "allocwatch.validate" -}}
 {{- /* The watcher exits 2 on an interval outside 10ms..24h: fail here, not in a crash loop. */}}
 {{- $interval := include "allocwatch.intervalSeconds" . | float64 }}
