@@ -20,8 +20,6 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def list_loop(socket_path: str, pause: float, calls: int) -> dict[str, object]:
     """Time `calls` Lists, `pause` seconds apart, in this process; imports only grpc."""
@@ -70,11 +68,11 @@ def main() -> None:
         return
 
     from allocwatch.profile import load_devices
-    from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods
+    from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods, replica_pods
     from tests.support.fakekubelet import FakeKubelet
 
     pythons = args.python or [sys.executable]
-    print(f"List, 110 pods, {args.calls} calls {args.pause:g}s apart, CPU ms per call:\n")
+    print(f"List, {NODE_PODS} pods, {args.calls} calls {args.pause:g}s apart, CPU ms per call:\n")
     print("| grpcio | calling thread | other threads | threads |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="awgp-") as tmp:
