@@ -1,6 +1,8 @@
-# allocwatch developer entry points. Every target runs from a clean clone;
-# `make venv` (implied by the Python targets) installs the project and its
-# test extras into .venv.
+# allocwatch developer entry points. They run from a clean clone, except
+# image-size (it inspects what `make image` built) and upstream, interop and
+# bench-compare (they need the upstream module; see the README). `make venv`
+# (implied by the Python targets) installs the project and its test extras
+# into .venv.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -165,7 +165,7 @@ class ProfileSource:
 
     The file is re-read only when its inode, mtime or size changes. A missing
     file yields None (publish nothing); a malformed one keeps the last good
-    devices, logs once per bad version of the file, and recovers when fixed.
+    devices, logs each distinct problem once, and recovers when fixed.
     """
 
     def __init__(self, path: Path) -> None:
