@@ -47,21 +47,24 @@ def reconcile(
 ) -> Reconciliation:
     """Compute every device's reading from the whole current claim set.
 
-    A device without memory in the profile has claims but no reading.
+    A device without memory in the profile has claims but no reading. Two
+    devices that share a uuid both count its claims, as upstream counts
+    claims per uuid and looks each device's uuid up.
     """
-    by_uuid = {d.uuid: d.index for d in devices if d.uuid}
-    counts: Counter[int] = Counter()
+    known = {d.uuid for d in devices if d.uuid}
+    per_uuid: Counter[str] = Counter()
     unknown: list[str] = []
     for claim in claims:
-        index = by_uuid.get(claim.physical_id)
-        if index is None:
-            unknown.append(claim.device_id)
+        uuid = claim.physical_id
+        if uuid in known:
+            per_uuid[uuid] += 1
         else:
-            counts[index] += 1
+            unknown.append(claim.device_id)
+    counts = {d.index: per_uuid[d.uuid] if d.uuid else 0 for d in devices}
     return Reconciliation(
         readings={
             d.index: reading_for(d, counts[d.index], fraction) for d in devices if d.has_memory
         },
-        claims_per_device={d.index: counts[d.index] for d in devices},
+        claims_per_device=counts,
         unknown_ids=tuple(unknown),
     )

@@ -66,6 +66,15 @@ def test_replica_ids_count_against_the_physical_gpu() -> None:
     assert rec.unknown_ids == ()
 
 
+def test_devices_sharing_a_uuid_both_count_its_claims() -> None:
+    # upstream counts claims per uuid, then looks up each device's uuid
+    same = [Device(i, "GPU-aaa", 42949672960, 611319808) for i in (0, 1)]
+    rec = reconcile([*same, Device(2, "", 10, 0)], [claim("GPU-aaa")], 0.5)
+    assert rec.claims_per_device == {0: 1, 1: 1, 2: 0}
+    assert rec.readings[0] == rec.readings[1] == MemoryReading(A100_HALF, A100_APERTURE - A100_HALF)
+    assert rec.unknown_ids == ()
+
+
 def test_reserved_above_total_gives_zero_aperture() -> None:
     assert reading_for(Device(0, "x", 10, 20), 3, 0.5) == MemoryReading(0, 0)
 
