@@ -132,6 +132,44 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
             )
         return value
 
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Expand `<<` merges in go-yaml v2's order, for a last-wins dict.
+
+        go-yaml assigns a map's entries in document order, each `<<` at its
+        place, and a merged list from its last map to its first: so a key
+        after a merge overrides it, a merge overrides a key before it, and
+        the first map of a list wins (PyYAML puts every merge first).
+        """
+        flat: list[tuple[yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag != MERGE:
+                flat.append((key_node, value_node))
+                continue
+            if isinstance(value_node, yaml.SequenceNode):
+                parts = list(reversed(value_node.value))
+            else:
+                parts = [value_node]
+            for part in parts:
+                if not isinstance(part, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        "a merge (<<) needs a map or a list of maps",
+                        part.start_mark,
+                    )
+                self.flatten_mapping(part)
+                flat.extend(part.value)
+        node.value = flat
+
+    def construct_local_tag(self, suffix: str, node: yaml.Node) -> Any:
+        # go-yaml reads a value with a tag it does not know (`!foo x`) as the
+        # untagged text, list or map.
+        if isinstance(node, yaml.ScalarNode):
+            return self.construct_scalar(node)
+        if isinstance(node, yaml.SequenceNode):
+            return self.construct_sequence(node, deep=True)
+        return self.construct_mapping(node, deep=True)
+
     def construct_go_bool(self, node: yaml.ScalarNode) -> Any:
         return self._explicit(node, (BOOL,))
 
@@ -171,18 +209,24 @@ GoYamlLoader.add_constructor(FLOAT, GoYamlLoader.construct_go_float)
 GoYamlLoader.add_constructor(TIMESTAMP, GoYamlLoader.construct_go_timestamp)
 GoYamlLoader.add_constructor(NULL, GoYamlLoader.construct_go_null)
 GoYamlLoader.add_constructor(MERGE, GoYamlLoader.construct_merge_text)
+GoYamlLoader.add_multi_constructor("!", GoYamlLoader.construct_local_tag)
 
 
 def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
-    """Parse one document. Every refusal is a yaml.YAMLError, never another exception.
+    """Parse the first document. Every refusal is a yaml.YAMLError, never another exception.
 
+    go-yaml reads only the first document of a stream and never looks past it,
+    so a `---` and whatever follows it are ignored here too.
     PyYAML's remaining constructors (`!!binary`, `!!set`, `!!omap`, ...) raise
     plain Python errors on bad input; those become YAMLError here too, so a
     malformed file is refused and retried rather than ending the watcher.
     """
+    parser = loader(text)
     try:
-        return yaml.load(text, Loader=loader)
+        return parser.get_data()
     except yaml.YAMLError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
         raise yaml.YAMLError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        parser.dispose()

@@ -98,3 +98,42 @@ def test_merge_keys_still_merge() -> None:
 def test_keys_are_scalars_like_any_other() -> None:
     # go-yaml reads a `y:` key as true too; sigs.k8s.io/yaml then names it "true".
     assert goyaml.load("y: 1\n0x2: 2\n") == {True: 1, 2: 2}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a key after a merge overrides it; a merge overrides a key before it
+        ("a: &a {x: 1}\nb: {<<: *a, x: 2}\n", {"x": 2}),
+        ("a: &a {x: 1}\nb: {x: 2, <<: *a}\n", {"x": 1}),
+        # in a list of maps the first wins
+        ("a: &a {x: 1}\nc: &c {x: 3, z: 3}\nb: {<<: [*a, *c]}\n", {"x": 1, "z": 3}),
+        ("a: &a {x: 1}\nc: &c {x: 3, z: 3}\nb: {<<: [*c, *a]}\n", {"x": 3, "z": 3}),
+    ],
+)
+def test_merges_apply_in_go_yamls_order(text: str, expected: Any) -> None:
+    assert goyaml.load(text)["b"] == expected
+
+
+@pytest.mark.parametrize("value", ["1", "[1]", "[{x: 1}, 2]"])
+def test_a_merge_of_anything_but_maps_is_refused(value: str) -> None:
+    with pytest.raises(yaml.YAMLError, match="a merge"):
+        goyaml.load(f"b: {{<<: {value}}}\n")
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [("---\n", {"a": 1}), ("---\nb: 2\n", {"a": 1}), ("...\n---\nfoo: [\n", {"a": 1})],
+)
+def test_only_the_first_document_is_read(tail: str, expected: Any) -> None:
+    assert goyaml.load("a: 1\n" + tail) == expected
+
+
+def test_an_empty_stream_is_null() -> None:
+    assert goyaml.load("") is None
+    assert goyaml.load("# nothing\n") is None
+
+
+def test_unknown_tags_read_as_the_untagged_value() -> None:
+    doc = goyaml.load("a: !custom GPU-a\nb: !n 12\nc: !m {x: 1}\nd: !l [1, y]\n")
+    assert doc == {"a": "GPU-a", "b": "12", "c": {"x": 1}, "d": [1, True]}

@@ -44,6 +44,20 @@ def test_accepts_what_the_engine_accepts(text: str) -> None:
     parse_document(text)
 
 
+def test_only_the_first_document_counts_as_the_engine_reads_it() -> None:
+    # go-yaml, and so the engine and nvml-mock-ctl, never read past the first
+    assert parse_document("version: 1\n---\n") == {"version": 1}
+    assert parse_document("devices: {}\n---\nbogus: [\n") == {"devices": {}}
+
+
+def test_merges_read_in_go_yamls_order() -> None:
+    # a later merge sets a key an earlier one already set: the engine refuses it
+    with pytest.raises(DocumentError, match="duplicate key"):
+        parse_document("all: &a {x: 1}\ndevices: {'0': {x: 2, <<: *a}}\n")
+    doc = parse_document("all: &a {x: 1}\ndevices: {'0': {<<: [*a, {z: 2}]}}\n")
+    assert doc["devices"]["0"] == {"x": 1, "z": 2}
+
+
 def test_an_integral_float_version_is_kept_as_that_int() -> None:
     assert parse_document("version: 2.0\n") == {"version": 2}
 
