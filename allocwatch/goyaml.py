@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import struct
 from typing import Any
 
 import yaml
@@ -93,6 +94,45 @@ def resolve_plain(text: str) -> tuple[str, Any]:
             if value is not None:
                 return FLOAT, value
     return STR, text
+
+
+def _float32_g(value: float) -> str:
+    """Go's strconv.FormatFloat(value, 'g', -1, 32): the shortest float32 text."""
+    if math.isnan(value):
+        return "NaN"
+    try:
+        single = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:  # beyond float32: Go's conversion gives an infinity
+        single = math.copysign(math.inf, value)
+    if math.isinf(single):
+        return "+Inf" if single > 0 else "-Inf"
+    for decimals in range(9):
+        text = f"{single:.{decimals}e}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
+            break
+    mantissa, exponent = text.split("e")
+    sign = "-" if mantissa.startswith("-") else ""
+    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
+    exp = int(exponent)
+    if exp < -4 or exp >= 6:  # %e, with at least two exponent digits
+        body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{body}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    if exp < 0:
+        return f"{sign}0.{'0' * (-exp - 1)}{digits}"
+    whole = digits[: exp + 1].ljust(exp + 1, "0")
+    fraction = digits[exp + 1 :]
+    return sign + whole + ("." + fraction if fraction else "")
+
+
+def go_text(value: Any) -> str:
+    """The text sigs.k8s.io/yaml gives a number or bool read into a Go string field."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _float32_g(value)
+    return str(value)
 
 
 def key_text(key: Any) -> Any:

@@ -6,10 +6,15 @@ so every index we compute is the index the engine serves:
 * N = len(devices); 0 means 8; `system.num_devices > 0` overrides it.
 * The UUID of index i is that of the first `devices[]` entry with `index == i`.
 * A per-device `memory:` block replaces `device_defaults.memory` wholesale.
-* Field names match case-insensitively and unknown keys are ignored.
+* Field names match case-insensitively and unknown keys are ignored; a field
+  named twice (`memory:` and `Memory:`) is decoded twice, in sorted key order,
+  as Go's JSON decoding does with the object sigs.k8s.io/yaml hands it.
 * Scalars are go-yaml v2's (see goyaml), and numbers reach Go's integer fields
   through JSON: an integral float such as `42949672960.0` is that integer, and
-  a missing `index` is 0.
+  a missing `index` is 0. A number or bool in a string field is its text.
+* A wrong type in any field we know (version, driver_version, num_devices, and
+  on every devices[] entry index, uuid and the five memory fields) makes the
+  engine refuse the whole profile, so it is refused here too.
 
 Devices without any memory block get no reading: upstream would publish 0/0
 and make the node report a total of 0, while no override keeps the base values.
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,15 +55,23 @@ class Device:
     has_memory: bool = True
 
 
-def _get(mapping: Mapping[str, Any], key: str) -> Any:
-    """Case-insensitive lookup, like Go's encoding/json field matching."""
-    if key in mapping:
-        return mapping[key]
-    lowered = key.lower()
-    for k, v in mapping.items():
-        if isinstance(k, str) and k.lower() == lowered:
-            return v
-    return None
+# The maps Go's JSON decoding applies, in turn, to one struct: a field named
+# twice (`memory:` and `Memory:`) is decoded twice, into the same struct.
+Layers = list[Mapping[str, Any]]
+
+
+def _values(layers: Layers, name: str) -> list[Any]:
+    """Every value decoded into field `name`, in the order Go assigns them.
+
+    Names match case-insensitively, and sigs.k8s.io/yaml hands Go a JSON
+    object whose keys are sorted, so that is the order within one map.
+    """
+    lowered = name.lower()
+    return [
+        layer[key]
+        for layer in layers
+        for key in sorted(k for k in layer if isinstance(k, str) and k.lower() == lowered)
+    ]
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -67,6 +80,28 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ProfileError(f"{where} must be a mapping, not {type(value).__name__}")
     return value
+
+
+def _struct(layers: Layers, name: str, where: str) -> Layers:
+    """A struct field: each map decodes into it in turn; null leaves it alone."""
+    return [_mapping(v, where) for v in _values(layers, name) if v is not None]
+
+
+def _pointer(layers: Layers, name: str, where: str) -> Layers | None:
+    """A pointer-to-struct field (`memory`): null makes it nil again."""
+    block: Layers | None = None
+    for value in _values(layers, name):
+        block = None if value is None else [*(block or []), _mapping(value, where)]
+    return block
+
+
+def _scalar(layers: Layers, name: str, where: str, convert: Callable[[Any, str], Any]) -> Any:
+    """A scalar field: every value must decode; the last non-null one stays."""
+    result = None
+    for value in _values(layers, name):
+        if value is not None:
+            result = convert(value, where)
+    return result
 
 
 def _integer(value: Any) -> int | None:
@@ -81,77 +116,100 @@ def _integer(value: Any) -> int | None:
 
 
 def _int(value: Any, where: str) -> int:
-    """A Go `int` field: null or missing is 0."""
-    number = 0 if value is None else _integer(value)
+    """A Go `int` field."""
+    number = _integer(value)
     if number is None or not goyaml.is_int64(number):
         raise ProfileError(f"{where} must be an integer, not {value!r}")
     return number
 
 
-def _uint(value: Any, where: str) -> int:
-    """A Go `uint64` field: null or missing is 0."""
-    number = 0 if value is None else _integer(value)
-    if number is None or not 0 <= number < 2**64:
-        raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
-    return number
+def _unsigned(bits: int) -> Callable[[Any, str], int]:
+    def convert(value: Any, where: str) -> int:
+        number = _integer(value)
+        if number is None or not 0 <= number < 2**bits:
+            raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
+        return number
+
+    return convert
 
 
-def _memory(block: Any, where: str) -> tuple[int, int] | None:
+def _text(value: Any, where: str) -> str:
+    """A Go `string` field: sigs.k8s.io/yaml turns a number or bool into its text."""
+    if isinstance(value, Mapping | list):
+        raise ProfileError(f"{where} must be text, not a {type(value).__name__}")
+    return value if isinstance(value, str) else goyaml.go_text(value)
+
+
+# MemoryConfig's fields: each one must decode, or the engine refuses the profile.
+MEMORY_FIELDS = {
+    "total_bytes": _unsigned(64),
+    "reserved_bytes": _unsigned(64),
+    "free_bytes": _unsigned(64),
+    "used_bytes": _unsigned(64),
+    "memory_bus_width": _unsigned(32),
+}
+
+
+def _memory(block: Layers | None, where: str) -> tuple[int, int] | None:
     if block is None:
         return None
-    mem = _mapping(block, where)
-    return (
-        _uint(_get(mem, "total_bytes"), f"{where}.total_bytes"),
-        _uint(_get(mem, "reserved_bytes"), f"{where}.reserved_bytes"),
-    )
+    fields = {
+        name: _scalar(block, name, f"{where}.{name}", convert) or 0
+        for name, convert in MEMORY_FIELDS.items()
+    }
+    return fields["total_bytes"], fields["reserved_bytes"]
 
 
 def parse_profile(text: str) -> list[Device]:
-    """Parse profile YAML into the devices the engine serves (pure)."""
+    """Parse profile YAML into the devices the engine serves (pure).
+
+    Refuses what the engine cannot load: a wrong type in any field we know,
+    on any device entry, fails the engine's whole profile.
+    """
     try:
         doc = goyaml.load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
-    root = _mapping(doc, "the profile")
-    version = _get(root, "version")
-    if version in (None, ""):
+    root = [_mapping(doc, "the profile")]
+    if not _scalar(root, "version", "version", _text):
         raise ProfileError("`version` is required")
-    system = _mapping(_get(root, "system"), "system")
-    if _get(system, "driver_version") in (None, ""):
+    system = _struct(root, "system", "system")
+    if not _scalar(system, "driver_version", "system.driver_version", _text):
         raise ProfileError("`system.driver_version` is required")
 
-    entries = _get(root, "devices")
-    if entries is None:
-        entries = []
-    if not isinstance(entries, list):
-        raise ProfileError("`devices` must be a list")
-    by_index: dict[int, Mapping[str, Any]] = {}
+    entries: list[Any] = []
+    for value in _values(root, "devices"):  # a list replaces the last one; null clears it
+        if value is not None and not isinstance(value, list):
+            raise ProfileError("`devices` must be a list")
+        entries = value or []
+    by_index: dict[int, tuple[str, tuple[int, int] | None]] = {}
     for pos, raw in enumerate(entries):
-        entry = _mapping(raw, f"devices[{pos}]")
-        index = _int(_get(entry, "index"), f"devices[{pos}].index")
+        entry = [_mapping(raw, f"devices[{pos}]")]
+        index = _scalar(entry, "index", f"devices[{pos}].index", _int) or 0
         if index in by_index:
             raise ProfileError(f"devices[{pos}].index {index} is not unique")
-        by_index[index] = entry
+        uuid = _scalar(entry, "uuid", f"devices[{pos}].uuid", _text) or ""
+        where = f"devices[{pos}].memory"
+        memory = _memory(_pointer(entry, "memory", where), where)
+        by_index[index] = (uuid, memory)
 
     count = len(entries) or DEFAULT_NUM_DEVICES
-    num_devices = _int(_get(system, "num_devices"), "system.num_devices")
+    num_devices = _scalar(system, "num_devices", "system.num_devices", _int) or 0
     if num_devices > 0:
         count = num_devices
 
-    defaults = _mapping(_get(root, "device_defaults"), "device_defaults")
-    default_memory = _memory(_get(defaults, "memory"), "device_defaults.memory")
+    defaults = _struct(root, "device_defaults", "device_defaults")
+    where = "device_defaults.memory"
+    default_memory = _memory(_pointer(defaults, "memory", where), where)
 
     devices = []
     for i in range(min(count, ENGINE_MAX_DEVICES)):
-        entry = by_index.get(i, {})
-        uuid = _get(entry, "uuid")
-        if uuid is not None and not isinstance(uuid, str):
-            raise ProfileError(f"device {i}: uuid must be a string, not {uuid!r}")
-        memory = _memory(_get(entry, "memory"), f"device {i}.memory") or default_memory
+        uuid, memory = by_index.get(i, ("", None))
+        memory = memory or default_memory
         if memory is None:
-            devices.append(Device(i, uuid or "", 0, 0, has_memory=False))
+            devices.append(Device(i, uuid, 0, 0, has_memory=False))
         else:
-            devices.append(Device(i, uuid or "", memory[0], memory[1]))
+            devices.append(Device(i, uuid, memory[0], memory[1]))
     return devices
 
 

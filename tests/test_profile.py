@@ -73,6 +73,30 @@ def test_field_names_match_case_insensitively_and_unknown_keys_are_ignored() -> 
     assert devices == [Device(0, "GPU-0", 10, 4)]
 
 
+def test_a_field_named_twice_decodes_twice_in_sorted_key_order() -> None:
+    """Go's JSON decoding sets a field once per key that names it, keys sorted."""
+    devices = parse_profile(
+        HEADER + "device_defaults:\n  memory: {total_bytes: 1000}\n  Memory: {reserved_bytes: 10}\n"
+        "devices:\n  - {index: 0, UUID: GPU-X, Uuid: GPU-y}\n"
+        "  - {index: 1, memory: {total_bytes: 8, Reserved_bytes: 2, reserved_bytes: ~}}\n"
+        "  - {index: 2, Memory: {total_bytes: 8}, memory: ~}\n"
+    )
+    assert devices == [
+        Device(0, "GPU-y", 1000, 10),  # the blocks merge; "Uuid" sorts after "UUID"
+        Device(1, "", 8, 2),  # a null leaves a number alone
+        Device(2, "", 1000, 10),  # "memory: ~" sorts last: nil again, so the defaults
+    ]
+
+
+@pytest.mark.parametrize(
+    ("uuid", "text"),
+    [("12345", "12345"), ("yes", "true"), ("0x10", "16"), ("1e3", "1000"), ("0.1", "0.1")],
+)
+def test_a_scalar_uuid_is_the_text_go_gives_it(uuid: str, text: str) -> None:
+    devices = parse_profile(HEADER + f"devices:\n  - {{index: 0, uuid: {uuid}}}\n")
+    assert devices[0].uuid == text
+
+
 def test_numbers_reach_integer_fields_as_the_engine_reads_them() -> None:
     """A missing index is Go's zero value; integral floats and Go int syntax are ints."""
     devices = parse_profile(
@@ -110,6 +134,20 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
         (HEADER + "devices:\n  - {index: 0.5}\n", "index must be an integer"),
         (HEADER + "devices:\n  - {index: 1e19}\n", "index must be an integer"),
         ("- a\n", "mapping"),
+        # a type error anywhere in a field the engine decodes fails its whole profile
+        ('version: []\nsystem: {driver_version: "1"}\n', "version must be text"),
+        ('version: "1"\nsystem: {driver_version: {a: 1}}\n', "driver_version must be text"),
+        (HEADER + "devices:\n  - {index: 0, uuid: [GPU-a]}\n", r"devices\[0\].uuid must be text"),
+        (HEADER + "device_defaults: {memory: {free_bytes: -1}}\n", "free_bytes"),
+        (HEADER + "device_defaults: {memory: {used_bytes: 1.5}}\n", "used_bytes"),
+        (HEADER + "device_defaults: {memory: {memory_bus_width: 5000000000}}\n", "bus_width"),
+        (HEADER + "device_defaults: {Memory: {total_bytes: -1}, memory: {}}\n", "total"),
+        # entries the engine never serves are decoded all the same
+        (
+            HEADER + "system: {driver_version: x, num_devices: 1}\n"
+            "devices:\n  - {index: 0}\n  - {index: 9, memory: {total_bytes: x}}\n",
+            r"devices\[1\].memory.total_bytes",
+        ),
     ],
 )
 def test_invalid_profiles_are_rejected_with_a_reason(text: str, needle: str) -> None:
