@@ -162,7 +162,9 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
             return resolve_plain(value)[0]
         return super().resolve(kind, value, implicit)  # type: ignore[no-any-return]
 
-    def _explicit(self, node: yaml.ScalarNode, tags: tuple[str, ...]) -> Any:
+    def _explicit(self, node: yaml.Node, tags: tuple[str, ...]) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            return self.construct_untagged(node)
         text = self.construct_scalar(node)
         tag, value = resolve_plain(text)
         if tag not in tags:
@@ -201,14 +203,21 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
                 flat.extend(part.value)
         node.value = flat
 
-    def construct_local_tag(self, suffix: str, node: yaml.Node) -> Any:
-        # go-yaml reads a value with a tag it does not know (`!foo x`) as the
-        # untagged text, list or map.
-        if isinstance(node, yaml.ScalarNode):
-            return self.construct_scalar(node)
+    def construct_untagged(self, node: yaml.Node) -> Any:
+        """What go-yaml makes of a node whatever its tag: a list, a map, or the text.
+
+        go-yaml decodes a list or map by its kind alone (`!!omap [a: 1]` is a
+        list of maps, `!!set {a}` a map, `!!str {a: 1}` a map), and reads a
+        scalar with a tag it does not know (`!foo 12`) as its text.
+        """
         if isinstance(node, yaml.SequenceNode):
             return self.construct_sequence(node, deep=True)
-        return self.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.MappingNode):
+            return self.construct_mapping(node, deep=True)
+        return self.construct_scalar(node)
+
+    def construct_local_tag(self, suffix: str, node: yaml.Node) -> Any:
+        return self.construct_untagged(node)
 
     def construct_go_bool(self, node: yaml.ScalarNode) -> Any:
         return self._explicit(node, (BOOL,))
@@ -216,7 +225,9 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     def construct_go_int(self, node: yaml.ScalarNode) -> Any:
         return self._explicit(node, (INT,))
 
-    def construct_go_float(self, node: yaml.ScalarNode) -> Any:
+    def construct_go_float(self, node: yaml.Node) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            return self.construct_untagged(node)
         value = self._explicit(node, (FLOAT, INT))
         if isinstance(value, int) and not is_int64(value):
             # go-yaml lets !!float take an int64, not a uint64
@@ -228,13 +239,18 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     def construct_go_null(self, node: yaml.ScalarNode) -> Any:
         return self._explicit(node, (NULL,))
 
-    def construct_merge_text(self, node: yaml.ScalarNode) -> Any:
+    def construct_go_str(self, node: yaml.Node) -> Any:
+        return self.construct_untagged(node)
+
+    def construct_merge_text(self, node: yaml.Node) -> Any:
         # `<<` merges only as a key (PyYAML handles that before construction);
         # as a value go-yaml reads the text.
-        return self.construct_scalar(node)
+        return self.construct_untagged(node)
 
-    def construct_go_timestamp(self, node: yaml.ScalarNode) -> Any:
+    def construct_go_timestamp(self, node: yaml.Node) -> Any:
         # Only an explicit `!!timestamp` gets here; the engine reads it as text.
+        if not isinstance(node, yaml.ScalarNode):
+            return self.construct_untagged(node)
         text = self.construct_scalar(node)
         if not yaml.constructor.SafeConstructor.timestamp_regexp.match(text):
             raise yaml.constructor.ConstructorError(
@@ -249,7 +265,28 @@ GoYamlLoader.add_constructor(FLOAT, GoYamlLoader.construct_go_float)
 GoYamlLoader.add_constructor(TIMESTAMP, GoYamlLoader.construct_go_timestamp)
 GoYamlLoader.add_constructor(NULL, GoYamlLoader.construct_go_null)
 GoYamlLoader.add_constructor(MERGE, GoYamlLoader.construct_merge_text)
+GoYamlLoader.add_constructor(STR, GoYamlLoader.construct_go_str)
+for _tag in ("omap", "pairs", "set"):
+    GoYamlLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", GoYamlLoader.construct_untagged)
+GoYamlLoader.add_constructor(None, GoYamlLoader.construct_untagged)
 GoYamlLoader.add_multi_constructor("!", GoYamlLoader.construct_local_tag)
+
+# libyaml's check, which go-yaml v2 keeps: only YAML 1.1 documents
+_YAML_DIRECTIVE = re.compile(r"%YAML[ \t]+([0-9]+)\.([0-9]+)")
+
+
+def _check_yaml_version(text: str) -> None:
+    """Refuse a `%YAML` directive other than 1.1, as go-yaml does."""
+    for line in text.lstrip("\ufeff").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line.startswith("%"):
+            return  # directives come only before the first document
+        directive = _YAML_DIRECTIVE.match(line)
+        if directive and directive.groups() != ("1", "1"):
+            raise yaml.YAMLError(
+                f"%YAML {directive[1]}.{directive[2]}: go-yaml reads only YAML 1.1 documents"
+            )
 
 
 def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
@@ -261,6 +298,7 @@ def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
     plain Python errors on bad input; those become YAMLError here too, so a
     malformed file is refused and retried rather than ending the watcher.
     """
+    _check_yaml_version(text)
     parser = loader(text)
     try:
         return parser.get_data()

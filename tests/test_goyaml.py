@@ -137,3 +137,30 @@ def test_an_empty_stream_is_null() -> None:
 def test_unknown_tags_read_as_the_untagged_value() -> None:
     doc = goyaml.load("a: !custom GPU-a\nb: !n 12\nc: !m {x: 1}\nd: !l [1, y]\n")
     assert doc == {"a": "GPU-a", "b": "12", "c": {"x": 1}, "d": [1, True]}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("!!omap [b: 1, c: 2]", [{"b": 1}, {"c": 2}]),
+        ("!!pairs [b: 1]", [{"b": 1}]),
+        ("!!set {x, z}", {"x": None, "z": None}),
+        ("!!str {b: 1}", {"b": 1}),
+        ("!!int [1]", [1]),
+        ("!!float {b: 1}", {"b": 1}),
+        ("!!timestamp [1]", [1]),
+        ("!!python/none x", "x"),
+    ],
+)
+def test_lists_and_maps_decode_by_kind_whatever_their_tag(text: str, expected: Any) -> None:
+    assert goyaml.load(f"a: {text}\n") == {"a": expected}
+
+
+@pytest.mark.parametrize("directive", ["%YAML 1.2", "%YAML 2.0", "# c\n%YAML 1.0"])
+def test_a_yaml_version_other_than_1_1_is_refused(directive: str) -> None:
+    with pytest.raises(yaml.YAMLError, match=r"only YAML 1\.1"):
+        goyaml.load(f"{directive}\n---\na: 1\n")
+
+
+def test_a_yaml_1_1_directive_is_read() -> None:
+    assert goyaml.load("%YAML 1.1\n%TAG !e! tag:example.com,2000:\n---\na: 1\n") == {"a": 1}
