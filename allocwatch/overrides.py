@@ -32,6 +32,7 @@ import filelock
 import yaml
 
 from allocwatch import goyaml
+from allocwatch.files import read_regular_file
 from allocwatch.reconcile import MemoryReading
 
 log = logging.getLogger(__name__)
@@ -148,13 +149,16 @@ _Dumper.add_representer(str, _represent_str)
 # so does the engine; we rebuild every aliased map as its own copy, so without
 # a bound a few lines of aliases would take our memory.
 MAX_EXPANDED_NODES = 100_000
+# Our YAML emitter recurses per level and gives up near 330; real documents
+# are five levels deep. A deeper one is refused (and left alone) at the load.
+MAX_DEPTH = 100
 
 
 def _normalise_keys(value: Any) -> Any:
     """Copy of a parsed document in which no map or list is shared.
 
-    Raises DocumentError for an alias that contains itself or a document that
-    aliases expand past MAX_EXPANDED_NODES.
+    Raises DocumentError for an alias that contains itself, a document that
+    aliases expand past MAX_EXPANDED_NODES, or one nested past MAX_DEPTH.
     """
     budget = MAX_EXPANDED_NODES
     ancestors: set[int] = set()
@@ -171,6 +175,8 @@ def _normalise_keys(value: Any) -> Any:
             return node
         if id(node) in ancestors:
             raise DocumentError("an alias refers to a map or list that contains it")
+        if len(ancestors) >= MAX_DEPTH:
+            raise DocumentError(f"nested too deeply to rewrite (over {MAX_DEPTH} levels)")
         ancestors.add(id(node))
         try:
             if isinstance(node, list):
@@ -330,7 +336,8 @@ def write_atomic(path: Path, text: str, previous_mtime_ns: int | None = None) ->
     so the change cannot be missed.
     """
     tmp = path.with_name(f".{path.name}.allocwatch.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    # O_NONBLOCK: a FIFO planted at the temp name fails rather than blocks
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(tmp, flags, FILE_MODE)
         try:
@@ -379,12 +386,10 @@ class OverridesPublisher:
     def _current(self) -> tuple[Document | None, int | None]:
         """The document on disk (None when absent) and its mtime in ns."""
         try:
-            with open(self.path, "rb") as f:
-                mtime_ns = os.fstat(f.fileno()).st_mtime_ns
-                raw = f.read()
+            raw, mtime_ns = read_regular_file(self.path)
         except FileNotFoundError:
             return None, None
-        except OSError as exc:  # a directory, no permission, an I/O error
+        except OSError as exc:  # a directory, a FIFO, no permission, an I/O error
             raise PublishError(f"load {self.path}: {exc.strerror or exc}") from exc
         try:
             text = raw.decode("utf-8")

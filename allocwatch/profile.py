@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from allocwatch import goyaml
+from allocwatch.files import read_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +216,8 @@ def parse_profile(text: str) -> list[Device]:
 
 def load_devices(path: str | os.PathLike[str]) -> list[Device]:
     """Read and parse a profile file. Raises OSError or ProfileError."""
-    return parse_profile(Path(path).read_text(encoding="utf-8"))
+    raw, _ = read_regular_file(Path(path))
+    return parse_profile(raw.decode("utf-8"))
 
 
 class ProfileSource:
@@ -255,7 +257,7 @@ class ProfileSource:
         except OSError as exc:
             # Try again next poll: fixing permissions changes neither mtime nor size.
             self._identity = None
-            return self._unusable(f"profile {self.path}: {exc}")
+            return self._unusable(f"profile {self.path}: {exc.strerror or exc}")
         except (UnicodeDecodeError, ProfileError) as exc:
             return self._unusable(f"profile {self.path}: {exc}")
         if devices != self.devices:

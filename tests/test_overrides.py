@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -456,6 +457,9 @@ def test_external_edit_of_our_keys_is_corrected(target: Path) -> None:
         "a: 1\na: 2\n",
         "devices: &d {'0': *d}\n",
         "all: {fan: {count: !!int two}}\n",
+        # deep enough to break the YAML emitter (about 330 levels)
+        "all: {k: " + "[" * 340 + "]" * 340 + "}\n",
+        "%YAML 1.2\n---\nversion: 1\n",
     ],
 )
 def test_refused_document_is_never_overwritten(target: Path, bad: str) -> None:
@@ -465,6 +469,38 @@ def test_refused_document_is_never_overwritten(target: Path, bad: str) -> None:
         OverridesPublisher(target).publish({0: R(1, 2)})
     assert target.read_text() == bad
     assert target.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_nesting_is_bounded_below_what_the_emitter_can_write(target: Path) -> None:
+    def nested(lists: int) -> str:  # root, `all` and the lists: lists + 2 levels
+        return "all: {k: " + "[" * lists + "]" * lists + "}\n"
+
+    with pytest.raises(DocumentError, match="over 100 levels"):
+        parse_document(nested(99))
+    target.write_text(nested(98))
+    assert OverridesPublisher(target).publish({0: R(1, 2)}).wrote
+    assert parse_document(target.read_text())["all"] == parse_document(nested(98))["all"]
+
+
+def test_a_fifo_is_refused_without_blocking(target: Path) -> None:
+    # opening a FIFO for reading would wait for a writer, past any shutdown
+    os.mkfifo(target)
+    errors: list[str] = []
+
+    def publish() -> None:
+        try:
+            OverridesPublisher(target).publish({0: R(1, 2)})
+        except PublishError as exc:
+            errors.append(str(exc))
+
+    attempt = threading.Thread(target=publish, daemon=True)
+    attempt.start()
+    attempt.join(timeout=5)
+    if attempt.is_alive():
+        os.close(os.open(target, os.O_WRONLY | os.O_NONBLOCK))  # let the reader go
+        pytest.fail("publish blocked opening the FIFO")
+    assert len(errors) == 1 and "not a regular file" in errors[0]
+    assert stat.S_ISFIFO(target.stat().st_mode)
 
 
 def test_missing_directory_is_not_created(tmp_path: Path) -> None:

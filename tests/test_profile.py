@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
+from allocwatch import profile
 from allocwatch.profile import Device, ProfileError, ProfileSource, parse_profile
 from tests.conftest import A100_UUIDS
 
@@ -201,25 +203,38 @@ class TestProfileSource:
         assert source.refresh() is None
         assert source.error is not None
 
+    def test_a_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        os.mkfifo(path)
+        source = ProfileSource(path)
+        outcome: list[object] = []
+        attempt = threading.Thread(target=lambda: outcome.append(source.refresh()), daemon=True)
+        attempt.start()
+        attempt.join(timeout=5)
+        if attempt.is_alive():
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # let the reader go
+            pytest.fail("reading the profile blocked on the FIFO")
+        assert outcome == [None]
+        assert source.error is not None and "not a regular file" in source.error
+
     def test_a_read_error_is_retried_though_the_file_looks_unchanged(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
     ) -> None:
         """chmod fixes a permission error without touching mtime or size: read again anyway."""
         path = tmp_path / "config.yaml"
         path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
-        read_text = Path.read_text
 
-        def denied(self: Path, *args: object, **kwargs: object) -> str:
-            raise PermissionError(13, "Permission denied", str(self))
+        def denied(path: Path) -> tuple[bytes, int]:
+            raise PermissionError(13, "Permission denied", str(path))
 
         source = ProfileSource(path)
-        monkeypatch.setattr(Path, "read_text", denied)
+        monkeypatch.setattr(profile, "read_regular_file", denied)
         with caplog.at_level(logging.ERROR):
             assert source.refresh() is None
             assert source.refresh() is None
         assert source.error is not None and "Permission denied" in source.error
         assert sum("Permission denied" in r.message for r in caplog.records) == 1
-        monkeypatch.setattr(Path, "read_text", read_text)
+        monkeypatch.undo()
         devices = source.refresh()
         assert devices is not None and devices[0] == Device(0, "", 7, 0)
         assert source.error is None
