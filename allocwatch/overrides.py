@@ -201,6 +201,18 @@ def parse_document(text: str) -> Document:
         raise DocumentError(f"not valid YAML: {exc}") from exc
     except RecursionError:
         raise DocumentError("nested too deeply to read") from None
+    respelled = sorted(
+        k
+        for k in doc
+        if isinstance(k, str) and k not in TOP_LEVEL_KEYS and k.lower() in TOP_LEVEL_KEYS
+    )
+    if respelled:
+        # Go matches field names case-insensitively, so the engine reads these;
+        # we do not merge spellings and rewrite, so the file is left to a human.
+        raise DocumentError(
+            f"top-level key(s) {', '.join(respelled)}: the engine reads them, but allocwatch "
+            "rewrites only the lower-case spellings all, devices and version"
+        )
     unknown = sorted(str(k) for k in doc if k not in TOP_LEVEL_KEYS)
     if unknown:
         raise DocumentError(

@@ -103,6 +103,7 @@ ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     ("text", "needle"),
     [
         ("owner: allocwatch\n", "unknown top-level key"),
+        ("Devices: {}\nVersion: 1\n", "Devices, Version: the engine reads them"),
         ("version: '1'\n", "version"),
         ("version: true\n", "version"),
         ("version: 1\nversion: 1\n", "duplicate key"),
