@@ -1,7 +1,6 @@
 """allocwatch: makes nvml-mock memory.used_bytes follow Kubernetes GPU allocation."""
 
 import os
-from importlib.metadata import PackageNotFoundError, version
 
 # grpc reads this once, when it is first imported, so it is set here, before any
 # module of the package imports grpc. With iomgr's client endpoint the thread
@@ -10,7 +9,17 @@ from importlib.metadata import PackageNotFoundError, version
 # (`make bench`). A GRPC_EXPERIMENTS set by the user, even empty, is left alone.
 os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
 
-try:
-    __version__ = version("allocwatch")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    # Looked up on first use: importing importlib.metadata takes tens of
+    # milliseconds, during which `allocwatch` cannot yet catch a stop signal.
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("allocwatch")
+    except PackageNotFoundError:  # running from a source tree without an install
+        found = "0.1.0"
+    globals()["__version__"] = found
+    return found

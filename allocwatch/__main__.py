@@ -15,8 +15,8 @@ def _exit_0(_signum: int, _frame: FrameType | None) -> None:
 
 
 def run() -> None:
-    signal.signal(signal.SIGTERM, _exit_0)
-    signal.signal(signal.SIGINT, _exit_0)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _exit_0)
     from allocwatch.cli import main  # main() installs the watcher's own handlers
 
     sys.exit(main())

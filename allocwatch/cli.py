@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -35,6 +36,13 @@ DEFAULT_INTERVAL = "500ms"
 DEFAULT_METRICS_ADDRESS = ":9477"
 LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# SIGHUP too: a watcher started from a terminal that closes must clean up.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# The readings are removed within this long of the stop signal, leaving the
+# rest of the second for the interpreter to exit.
+RETRACT_BY_SECONDS = 0.6
+# How often a blocking grpc call returns to Python to run signal handlers.
+GRPC_SIGNAL_CHECK_SECONDS = 0.2
 
 
 # A poll takes a few milliseconds, so a shorter interval only spins a core and
@@ -170,16 +178,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
 
     stop = threading.Event()
+    signalled_at: list[float] = []
 
     client = PodResourcesClient(args.socket, resource_names, call_timeout=LIST_TIMEOUT)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if not signalled_at:
+            # During a List this runs only when grpc next checks for signals.
+            late = GRPC_SIGNAL_CHECK_SECONDS if client.in_call else 0.0
+            signalled_at.append(time.monotonic() - late)
         stop.set()
         if client.in_call:  # only then: never interrupt a write
             raise Interrupted
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     metrics = Metrics()
     watcher = Watcher(
         client,
@@ -229,12 +242,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if stop.is_set():  # a signal: not a failure, even if it cut the poll short
                 return EXIT_OK
             return EXIT_OK if outcome.result == OK else EXIT_FAILURE
-        # Interrupted can escape only from just around a List; stop is set then.
-        with contextlib.suppress(Interrupted):
-            watcher.run(stop)
-        if not args.keep_readings_on_exit:
-            # Bounded so the whole shutdown stays under a second.
-            watcher.retract(timeout=0.5)
+        try:
+            # Interrupted can escape only from just around a List; stop is set then.
+            with contextlib.suppress(Interrupted):
+                watcher.run(stop)
+        finally:  # after a crash too: never leave a reading nobody updates
+            if not args.keep_readings_on_exit:
+                # Bounded so the whole shutdown stays under a second from the
+                # signal, however long grpc took to notice it.
+                since = time.monotonic() - signalled_at[0] if signalled_at else 0.0
+                watcher.retract(timeout=max(0.0, RETRACT_BY_SECONDS - since))
         return EXIT_OK
     finally:
         client.close()

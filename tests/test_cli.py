@@ -21,6 +21,7 @@ from allocwatch.metrics import HealthServer, Metrics
 from allocwatch.overrides import parse_document
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.support.fakekubelet import REPO_ROOT, FakeKubelet, gpu_pod
+from tests.test_lock import hold_lock, release
 from tests.test_watch import eventually, memory
 
 CMD = [sys.executable, "-m", "allocwatch"]
@@ -186,7 +187,7 @@ def _catches(pid: int, sig: signal.Signals) -> bool:
     return False
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_while_grpc_is_still_loading_exits_0(
     short_tmp: Path, driver_root: Path, sig: signal.Signals
 ) -> None:
@@ -348,6 +349,36 @@ def test_sigterm_during_a_hung_list_exits_within_a_second(
     assert took < 1.0, f"shutdown took {took:.2f}s"
     assert memory(target) == {}
     assert "cancelled" not in log  # abandoning a List for shutdown is not a failure
+
+
+def test_sigterm_with_a_hung_list_and_the_lock_held_exits_within_a_second(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    """The worst case: grpc notices the signal late and the cleanup cannot lock."""
+    w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    target = driver_root / "config" / "overrides.yaml"
+    eventually(target.exists, what="first publish")
+    holder = hold_lock(Path(f"{target}.lock"))
+    try:
+        calls = kubelet.list_calls()
+        kubelet.set_hang(30)
+        eventually(lambda: kubelet.list_calls() > calls + 1, what="a List in flight")
+        code, took, log = w.terminate()
+    finally:
+        release(holder)
+    assert code == 0
+    assert took < 1.0, f"shutdown took {took:.2f}s"
+    assert "could not remove readings" in log
+    assert len(memory(target)) == 8  # left as they were, not half-removed
+
+
+def test_sighup_exits_0_and_removes_readings(kubelet: FakeKubelet, driver_root: Path) -> None:
+    w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    target = driver_root / "config" / "overrides.yaml"
+    eventually(target.exists, what="first publish")
+    w.proc.send_signal(signal.SIGHUP)
+    assert w.proc.wait(timeout=5) == 0
+    assert memory(target) == {}
 
 
 def test_sigterm_during_a_hung_list_with_once_exits_0(
