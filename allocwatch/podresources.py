@@ -13,6 +13,7 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from allocwatch.kubeletapi.podresources.v1 import api_pb2
 
@@ -224,7 +225,14 @@ class PodResourcesClient:
             ) from exc
         finally:
             self.in_call = False
-        return self._decode(response)
+        try:
+            return self._decode(response)
+        except DecodeError as exc:
+            # What grpc reports as INTERNAL when it decodes a whole response.
+            raise ListError(
+                f"list pod resources at {self.socket_path}: a pod in the response "
+                f"does not decode: {exc}"
+            ) from exc
 
     def close(self) -> None:
         if self._channel is not None:

@@ -233,6 +233,27 @@ def test_list_errors_keep_the_previous_reading(rig: Rig) -> None:
     eventually(rig.shows({}), what="recovered")
 
 
+def test_a_pod_that_does_not_decode_fails_the_list_not_the_watcher(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
+    rig.start()
+    eventually(rig.shows({0: HALF}), what="published")
+    # it names a watched resource, so it is decoded, and it is cut short
+    truncated = b"\x12\x40" + b"nvidia.com/gpu"
+    rig.kubelet.set_raw_pods([truncated])
+    rig.kubelet.set_pods([])
+    eventually(
+        lambda: (rig.metric("allocwatch_polls_total", result=LIST_ERROR) or 0) >= 3,
+        what="failing polls",
+    )
+    assert rig.thread is not None and rig.thread.is_alive()
+    assert memory(rig.overrides) == expected({0: HALF})
+    assert "a pod in the response does not decode" in caplog.text
+    rig.kubelet.set_raw_pods([])
+    eventually(rig.shows({}), what="recovered")
+
+
 def test_lister_always_failing_publishes_nothing(kubelet: FakeKubelet, driver_root: Path) -> None:
     kubelet.set_failure("INTERNAL")
     r = Rig(kubelet, driver_root, interval=0.005)

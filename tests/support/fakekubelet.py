@@ -5,7 +5,11 @@ Run it as its own process (`python -m tests.support.fakekubelet --socket S
 re-reads the JSON state file whenever it changes, so a test changes what List
 returns by rewriting that file atomically:
 
-    {"pods": [gpu_pod(...)], "fail": null | "UNAVAILABLE", "hang_seconds": 0}
+    {"pods": [gpu_pod(...)], "fail": null | "UNAVAILABLE", "hang_seconds": 0,
+     "raw_pods_hex": []}
+
+`raw_pods_hex` are pods sent as given, after the others: bytes no real
+kubelet would send, to test a client against a malformed response.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
         self._lock = threading.Lock()
         self._raw: bytes | None = None
         self._state: dict[str, Any] = {}
-        self._response = api_pb2.ListPodResourcesResponse()
+        self._response = b""  # the encoded ListPodResourcesResponse
 
     def _load(self) -> dict[str, Any]:
         # Compare content, not stat: rapid same-size rewrites can reuse an
@@ -77,7 +81,10 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
             return self._state
         if raw != self._raw:
             self._state = json.loads(raw)
-            self._response = build_response(self._state.get("pods", []))
+            response = build_response(self._state.get("pods", [])).SerializeToString()
+            for pod in self._state.get("raw_pods_hex", []):
+                response += _length_delimited(POD_RESOURCES_FIELD, bytes.fromhex(pod))
+            self._response = response
             self._raw = raw
         return self._state
 
@@ -96,10 +103,34 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
         return response
 
 
+LISTER = api_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"]
+POD_RESOURCES_FIELD = 1  # ListPodResourcesResponse.pod_resources
+
+
+def _length_delimited(field: int, data: bytes) -> bytes:
+    """One protobuf field of wire type 2 (bytes, strings, messages)."""
+    varint, n = bytearray(), len(data)
+    while n >= 0x80:
+        varint.append(n & 0x7F | 0x80)
+        n >>= 7
+    varint.append(n)
+    return bytes([field << 3 | 2]) + bytes(varint) + data
+
+
 def serve(socket_path: str, state_path: Path) -> None:
     calls_path = Path(str(state_path) + ".calls")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-    api_pb2_grpc.add_PodResourcesListerServicer_to_server(_Servicer(state_path, calls_path), server)
+    servicer = _Servicer(state_path, calls_path)
+    # The generated registration, but List answers with bytes already encoded,
+    # so that raw_pods_hex can hold what no message object would serialise.
+    handler = grpc.unary_unary_rpc_method_handler(
+        servicer.List,
+        request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
+        response_serializer=bytes,
+    )
+    server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler(LISTER.full_name, {"List": handler})]
+    )
     server.add_insecure_port("unix://" + socket_path)
     server.start()
     done = threading.Event()
@@ -163,6 +194,7 @@ class FakeKubelet:
         deadline = time.monotonic() + timeout
         while not os.path.exists(self.socket_path):
             if time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError("fake kubelet socket did not appear")
             time.sleep(0.01)
 
@@ -197,6 +229,11 @@ class FakeKubelet:
     def set_failure(self, code: str | None) -> None:
         """Make List fail with a grpc.StatusCode name, or succeed again with None."""
         self._state["fail"] = code
+        self._write_state()
+
+    def set_raw_pods(self, pods: list[bytes]) -> None:
+        """Send these encoded pods after the others, whatever they hold."""
+        self._state["raw_pods_hex"] = [pod.hex() for pod in pods]
         self._write_state()
 
     def set_hang(self, seconds: float) -> None:
