@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 
@@ -24,12 +25,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, sort_keys=False)
 
 
+class TextFormatter(logging.Formatter):
+    """`<time> <LEVEL> <message>`, on one line even when the message has several.
+
+    Parser errors (PyYAML's, grpc's) span lines; a log collector would split
+    them into separate, unrelated-looking events.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        return _LINE_BREAKS.sub(" ", super().format(record))
+
+
+_LINE_BREAKS = re.compile(r"\s*\n\s*")
+
+
 def configure(log_format: str = "text", level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        fmt = logging.Formatter(
+        fmt = TextFormatter(
             "%(asctime)s.%(msecs)03dZ %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%S"
         )
         fmt.converter = time.gmtime

@@ -53,6 +53,7 @@ class Watcher:
         # (index, uuid, has_memory) of the devices the gauges show
         self._series: list[tuple[int, str, bool]] = []
         self._published: set[int] = set()
+        self._unknown_ids: list[str] = []
         self._last_problem: str | None = None
 
     # --- one poll -------------------------------------------------------
@@ -93,8 +94,13 @@ class Watcher:
             self.metrics.writes.inc()
         self._report(devices, rec.readings, rec.claims_per_device, result.wrote)
         self.metrics.unknown_ids.set(len(rec.unknown_ids))
-        if rec.unknown_ids:
-            log.debug("ids matching no profile device: %s", ", ".join(rec.unknown_ids))
+        unknown = sorted(set(rec.unknown_ids))
+        if unknown != self._unknown_ids:  # once per change, like the readings
+            if unknown:
+                log.info("ids matching no profile device: %s", ", ".join(unknown))
+            else:
+                log.info("every claimed id matches a profile device again")
+            self._unknown_ids = unknown
         self._last_success = self.clock()
         self.metrics.last_success.set(time.time())
         if self._last_problem is not None:

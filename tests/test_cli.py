@@ -173,6 +173,17 @@ def test_once_fails_with_1_when_list_fails(kubelet: FakeKubelet, driver_root: Pa
     assert not (driver_root / "config" / "overrides.yaml").exists()
 
 
+def test_text_logs_keep_a_multi_line_error_on_one_line(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    (driver_root / "config" / "overrides.yaml").write_text("devices: {'0': {memory: [\n")
+    out = run("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    assert out.returncode == 1
+    assert "not valid YAML" in out.stderr
+    lines = out.stderr.splitlines()
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\S+Z [A-Z]+ ", line) for line in lines), lines
+
+
 def test_once_fails_with_1_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None:
     out = run("--once", "--socket", kubelet.socket_path, "--driver-root", str(tmp_path / "none"))
     assert out.returncode == 1

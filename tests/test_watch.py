@@ -146,11 +146,20 @@ def test_time_sliced_and_renamed_resources(rig: Rig) -> None:
     eventually(rig.shows({3: FULL}), what="two replicas on device 3")
 
 
-def test_unknown_ids_are_counted(rig: Rig) -> None:
+def test_unknown_ids_are_counted_and_logged_once_per_change(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     rig.start()
     rig.kubelet.set_pods([gpu_pod("ns", "a", ["GPU-not-in-profile", "0"])])
     eventually(lambda: rig.metric("allocwatch_unknown_device_ids") == 2, what="unknown ids")
     assert memory(rig.overrides) == expected({})
+    polls = rig.watcher.polls
+    eventually(lambda: rig.watcher.polls > polls + 3, what="more quiet polls")
+    assert caplog.text.count("ids matching no profile device: 0, GPU-not-in-profile") == 1
+    rig.kubelet.set_pods([])
+    eventually(lambda: rig.metric("allocwatch_unknown_device_ids") == 0, what="none unknown")
+    eventually(lambda: "matches a profile device again" in caplog.text, what="the change logged")
 
 
 def test_idle_node_makes_zero_writes(rig: Rig) -> None:
