@@ -15,7 +15,10 @@ _UNITS = {
     "m": 60.0,
     "h": 3600.0,
 }
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+# ASCII digits only: Python's \d and float() also take other scripts' digits
+# and `1_0`, which Go's ParseDuration refuses.
+_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_SECONDS = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
 def parse_duration(text: str) -> float:
@@ -26,25 +29,27 @@ def parse_duration(text: str) -> float:
     s = text.strip()
     if not s:
         raise ValueError("empty duration")
-    try:
+    if _SECONDS.fullmatch(s):
         value = float(s)
-    except ValueError:
-        pass
-    else:
         if not math.isfinite(value):
             raise ValueError(f"{text!r} is not a finite duration")
         return value
+    sign = -1.0 if s[0] == "-" else 1.0
+    body = s[1:] if s[0] in "+-" else s
+    not_a_duration = ValueError(
+        f"{text!r} is not a duration (examples: 500ms, 2s, 1m30s, or seconds such as 0.5)"
+    )
+    if not body:
+        raise not_a_duration
     pos = 0
     total = 0.0
-    while pos < len(s):
-        m = _PART.match(s, pos)
+    while pos < len(body):
+        m = _PART.match(body, pos)
         if m is None:
-            raise ValueError(
-                f"{text!r} is not a duration (examples: 500ms, 2s, 1m30s, or seconds such as 0.5)"
-            )
+            raise not_a_duration
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
-    return total
+    return sign * total
 
 
 def format_duration(seconds: float) -> str:
