@@ -97,11 +97,16 @@ class HealthServer:
         address: str,
         metrics: Metrics,
         ready: Callable[[], tuple[bool, str]],
+        idle_timeout: float = 5.0,
     ) -> None:
         host, port = parse_address(address)
         registry = metrics.registry
 
         class Handler(BaseHTTPRequestHandler):
+            # A client that connects and sends nothing holds a thread; let it
+            # go after a while rather than keep one per such client forever.
+            timeout = idle_timeout
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -158,6 +163,7 @@ class HealthServer:
 class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     daemon_threads = True
+    request_queue_size = 64  # the default 5 stalls a burst of scrapes and probes
 
 
 class _Server6(_Server):

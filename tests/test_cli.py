@@ -453,3 +453,15 @@ def test_health_server_sleeps_until_a_request_and_stops_at_once() -> None:
         server.stop()
     assert time.monotonic() - started < 0.2
     assert not thread.is_alive()
+
+
+def test_health_server_drops_a_client_that_sends_nothing() -> None:
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (True, "ok"), idle_timeout=0.2)
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as idle:
+            assert idle.recv(1) == b""  # closed by the server, not by our 5 s timeout
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as r:
+            assert r.read() == b"ok\n"
+    finally:
+        server.stop()
