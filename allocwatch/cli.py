@@ -48,6 +48,9 @@ GRPC_SIGNAL_CHECK_SECONDS = 0.2
 # A poll takes a few milliseconds, so a shorter interval only spins a core and
 # can never be ready (3 intervals); past a day, the sleep overflows the clock.
 MIN_INTERVAL, MAX_INTERVAL = 0.01, 86400.0
+# The kubelet serves pod-resources at 100 calls a second (burst 10), shared by
+# every client on the node; below this we take over a tenth of that.
+KUBELET_SHARE_INTERVAL = 0.1
 
 
 def _interval(text: str) -> float:
@@ -223,6 +226,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 why_unreachable(args.socket),
             )
             return EXIT_FAILURE
+        if args.interval < KUBELET_SHARE_INTERVAL:
+            log.warning(
+                "--interval %s: %.0f List calls a second, of the kubelet's 100 a second "
+                "for every pod-resources client on the node",
+                format_duration(args.interval),
+                1 / args.interval,
+            )
         log.info(
             "allocwatch %s: polling %s every %s (resources %s, fraction %g) -> %s",
             __version__,

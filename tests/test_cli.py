@@ -184,6 +184,16 @@ def test_text_logs_keep_a_multi_line_error_on_one_line(
     assert all(re.match(r"\d{4}-\d\d-\d\dT\S+Z [A-Z]+ ", line) for line in lines), lines
 
 
+def test_an_interval_that_takes_much_of_the_kubelets_budget_is_warned_about(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    args = ("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    fast = run(*args, "--interval", "50ms")
+    assert fast.returncode == 0
+    assert "--interval 50ms: 20 List calls a second, of the kubelet's 100" in fast.stderr
+    assert "List calls a second" not in run(*args, "--interval", "100ms").stderr
+
+
 def test_once_fails_with_1_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None:
     out = run("--once", "--socket", kubelet.socket_path, "--driver-root", str(tmp_path / "none"))
     assert out.returncode == 1
