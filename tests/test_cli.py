@@ -342,29 +342,28 @@ def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path) -> None
         text=True,
         cwd=REPO_ROOT,
     )
-    eventually(lambda: catches_sigterm(proc.pid), what="the SIGTERM handler")
+    eventually(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=5) == 0
     assert time.monotonic() - started < 1.0
 
 
-def catches_sigterm(pid: int) -> bool:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
-    return False
-
-
-def test_sigterm_during_a_hung_list_exits_within_a_second(
-    kubelet: FakeKubelet, driver_root: Path
-) -> None:
+def running_with_a_hung_list(kubelet: FakeKubelet, driver_root: Path) -> tuple[Running, Path]:
+    """The watcher after its first publish, blocked in a List that will not answer."""
     w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
     target = driver_root / "config" / "overrides.yaml"
     eventually(target.exists, what="first publish")
     calls = kubelet.list_calls()
     kubelet.set_hang(30)
     eventually(lambda: kubelet.list_calls() > calls + 1, what="a List in flight")
+    return w, target
+
+
+def test_sigterm_during_a_hung_list_exits_within_a_second(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    w, target = running_with_a_hung_list(kubelet, driver_root)
     code, took, log = w.terminate()
     assert code == 0
     assert took < 1.0, f"shutdown took {took:.2f}s"
@@ -376,14 +375,9 @@ def test_sigterm_with_a_hung_list_and_the_lock_held_exits_within_a_second(
     kubelet: FakeKubelet, driver_root: Path
 ) -> None:
     """The worst case: grpc notices the signal late and the cleanup cannot lock."""
-    w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
-    target = driver_root / "config" / "overrides.yaml"
-    eventually(target.exists, what="first publish")
+    w, target = running_with_a_hung_list(kubelet, driver_root)
     holder = hold_lock(Path(f"{target}.lock"))
     try:
-        calls = kubelet.list_calls()
-        kubelet.set_hang(30)
-        eventually(lambda: kubelet.list_calls() > calls + 1, what="a List in flight")
         code, took, log = w.terminate()
     finally:
         release(holder)
@@ -413,7 +407,7 @@ def test_sigterm_during_a_hung_list_with_once_exits_0(
         cwd=REPO_ROOT,
     )
     eventually(lambda: kubelet.list_calls() >= 1, what="the List in flight")
-    eventually(lambda: catches_sigterm(proc.pid), what="the SIGTERM handler")
+    eventually(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=5)
