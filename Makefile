@@ -67,7 +67,7 @@ image-fakeplugin:
 	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile --target fakeplugin $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE_REPO)-fakeplugin:$(IMAGE_TAG) .
 
 image-size:
-	@$(DOCKER) image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%s %.1f MiB\n", "$(IMAGE)", $$1/1048576}'
+	@set -o pipefail; $(DOCKER) image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%s %.1f MiB\n", "$(IMAGE)", $$1/1048576}'
 
 ## local single-node cluster (root; offline)
 cluster-up:

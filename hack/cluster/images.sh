@@ -72,7 +72,7 @@ BASE_IMAGE=localhost/bookworm-py:$key
 # nothing else spawns a containerd.
 DOCKER_RUN=/run/allocwatch-cluster
 export DOCKER_HOST=unix://$DOCKER_RUN/docker.sock
-docker_ok() { docker version; }
+docker_ok() { timeout 10 docker version; }
 if ! pid_alive dockerd; then
   mkdir -p "$DOCKER_RUN"
   rm -f "$DOCKER_RUN/docker.pid" "$DOCKER_RUN/docker.sock"

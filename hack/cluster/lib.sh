@@ -41,9 +41,12 @@ find_go() {
 
 # go_env: everything a build needs lives under $CACHE, never under $HOME, and
 # the local toolchain is used as is (no toolchain downloads).
+# The build's settings, also hashed into its cache key (inputs_key).
+GO_BUILD_ENV="GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0"
 go_env() {
   GO=$(find_go) || die "no Go toolchain found (need go >= 1.26 on PATH or in /usr/local/go)"
-  export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+  # shellcheck disable=SC2086  # the words are NAME=value pairs
+  export $GO_BUILD_ENV
   export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOPATH=$CACHE/gopath
   GO_VERSION=$("$GO" env GOVERSION)
   GOOS_ARCH=$("$GO" env GOOS)-$("$GO" env GOARCH)
@@ -52,10 +55,12 @@ go_env() {
 }
 
 # inputs_key DIR: a short hash of what a build of DIR reads besides the module
-# cache: its go.mod, go.sum and Go files, and the flags in build.sh.
+# cache: its go.mod, go.sum and Go files, the flags in build.sh, and the
+# build's Go settings.
 inputs_key() {
-  cat "$CLUSTER_DIR/$1"/go.mod "$CLUSTER_DIR/$1"/go.sum "$CLUSTER_DIR/$1"/*.go \
-    "$CLUSTER_DIR/build.sh" | sha256sum | cut -c1-8
+  { echo "$GO_BUILD_ENV"
+    cat "$CLUSTER_DIR/$1"/go.mod "$CLUSTER_DIR/$1"/go.sum "$CLUSTER_DIR/$1"/*.go "$CLUSTER_DIR/build.sh"
+  } | sha256sum | cut -c1-8
 }
 
 # The bin directories are recorded once built so that scripts which only
@@ -138,6 +143,8 @@ start_daemon() {
 
 # wait_for NAME TIMEOUT CMD...: poll CMD every half second until it succeeds;
 # fail with NAME's log if it does not within TIMEOUT seconds or NAME dies.
+# Each CMD must give up on its own (curl --max-time, kubectl --request-timeout):
+# the deadline is checked between probes.
 wait_for() {
   local name=$1 timeout=$2; shift 2
   local deadline=$(( $(date +%s) + timeout ))
@@ -221,15 +228,18 @@ set_image_env() {
 # are saved so cluster-down can put them back.
 KUBELET_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 save_sysctls() {
-  local f=$STATE/sysctl.orig k
+  local f=$STATE/sysctl.orig k v
   [ -f "$f" ] && return 0
-  for k in $KUBELET_SYSCTLS; do echo "$k=$(sysctl -n "$k")"; done >"$f.tmp"
+  for k in $KUBELET_SYSCTLS; do
+    v=$(sysctl -n "$k" 2>/dev/null) && echo "$k=$v"
+  done >"$f.tmp"
   mv "$f.tmp" "$f"
 }
 restore_sysctls() {
   local f=$STATE/sysctl.orig
   [ -f "$f" ] || return 0
-  sysctl -q -p "$f" >/dev/null && rm -f "$f"
+  # Best effort: a value the kernel refuses must not stop cluster-down.
+  if sysctl -q -e -p "$f" >/dev/null; then rm -f "$f"; else log "could not restore every sysctl in $f"; fi
 }
 
 # start_kubelet: start the kubelet with the config up.sh wrote. Shared by
@@ -247,9 +257,9 @@ start_kubelet() {
     --v=1
 }
 
-kubelet_ok() { curl -fsS http://127.0.0.1:10248/healthz; }
+kubelet_ok() { curl -fsS --max-time 5 http://127.0.0.1:10248/healthz; }
 node_ready() {
-  [ "$(kc get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+  [ "$(kc get node "$NODE_NAME" --request-timeout=10s -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
 }
 
 # wait_kubelet_ready: the kubelet's healthz answers and the node is Ready.

@@ -51,7 +51,7 @@ mkdir -p /etc/cni/net.d
 install -m 0644 "$CLUSTER_DIR/files/10-k8s-bridge.conflist" /etc/cni/net.d/10-k8s-bridge.conflist
 install -m 0644 "$CLUSTER_DIR/files/containerd.toml" "$STATE/containerd.toml"
 
-containerd_ok() { ctr --address "$CONTAINERD_SOCK" version; }
+containerd_ok() { ctr --address "$CONTAINERD_SOCK" --timeout 5s version; }
 if pid_alive containerd; then
   log "containerd already running (pid $(pid_of containerd))"
 else
@@ -69,7 +69,7 @@ fi
 # ---------------------------------------------------------------- etcd
 # Plain HTTP on loopback only; the data dir is removed by cluster-down so every
 # cluster-up starts from an empty API.
-etcd_ok() { curl -fsS http://127.0.0.1:2379/health | grep -q '"health":"true"'; }
+etcd_ok() { curl -fsS --max-time 5 http://127.0.0.1:2379/health | grep -q '"health":"true"'; }
 if pid_alive etcd; then
   log "etcd already running"
 else
@@ -85,7 +85,7 @@ fi
 # Listens on 127.0.0.1 only. It advertises the node IP (the default
 # "kubernetes" Service endpoint must not be loopback); with no kube-proxy no
 # pod reaches it through the Service anyway, and the e2e pods do not need to.
-apiserver_ok() { kc get --raw /readyz; }
+apiserver_ok() { kc get --raw /readyz --request-timeout=10s; }
 if pid_alive kube-apiserver; then
   log "kube-apiserver already running"
 else
@@ -143,7 +143,7 @@ else
     --leader-elect=false \
     --profiling=false
 fi
-healthz() { curl -fsSk "https://127.0.0.1:$1/healthz"; }
+healthz() { curl -fsSk --max-time 5 "https://127.0.0.1:$1/healthz"; }
 wait_for kube-controller-manager 60 healthz 10257
 wait_for kube-scheduler 60 healthz 10259
 
@@ -194,7 +194,7 @@ fi
 wait_kubelet_ready
 # Pods in a namespace wait for its default ServiceAccount, which the
 # serviceaccount controller creates shortly after the API comes up.
-wait_for kube-controller-manager 60 kc -n default get serviceaccount default
+wait_for kube-controller-manager 60 kc -n default get serviceaccount default --request-timeout=10s
 
 log "cluster up in $(( $(date +%s) - started ))s; logs in $LOGDIR, state in $STATE"
 kc get nodes -o wide
