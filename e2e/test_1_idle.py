@@ -22,6 +22,13 @@ def test_expectations_match_the_staged_profile_literally(
     if not deployed.settings.stage:
         pytest.skip("nvml-mock's own profile is installed, not our staged one")
     assert expect.fraction == 0.75
+    # by `index:`, though the profile lists them 2, 0, 3, 1
+    assert {d.uuid: d.index for d in expect.devices} == {
+        "GPU-e2e0a11c-0000-4000-8000-000000000000": 0,
+        "GPU-e2e0a11c-0000-4000-8000-000000000001": 1,
+        "GPU-e2e0a11c-0000-4000-8000-000000000002": 2,
+        "GPU-e2e0a11c-0000-4000-8000-000000000003": 3,
+    }
     assert expect.idle() == {
         "0": {"used_bytes": 0, "free_bytes": 12616466432},
         "1": {"used_bytes": 0, "free_bytes": 25367150589},

@@ -1,42 +1,69 @@
-"""5. A foreign `thermal` override, written under nvml-mock's lock, survives our publishes."""
+"""5. A foreign `thermal` override, written under nvml-mock's lock, survives our publishes.
+
+The node helper plays a slow `nvml-mock-ctl`: it holds the lock while a GPU
+pod starts, so the watcher's publish must wait (and, after its lock timeout,
+give up and retry), must not touch the file meanwhile, and must then merge
+its reading into what the helper wrote.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
 from e2e.framework.expected import Expectation
 from e2e.framework.stack import GpuPods, Stack
+from e2e.framework.waiting import wait_until
 
 THERMAL = {"temperature_gpu_c": 85}
+# what the watcher counts when its publish could not take the lock in time
+BLOCKED = 'allocwatch_polls_total{result="publish_error"}'
 
 
 @pytest.fixture
-def thermal_device(deployed: Stack, expect: Expectation) -> Iterator[str]:
-    key = str(expect.devices[-1].index)
+def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[None]:
+    """`thermal` in every device's bucket, so wherever the pod lands its bucket has one."""
     deployed.wait_readings(expect.idle(), 10, "an idle node")
+    keys = [str(d.index) for d in expect.devices]
     deployed.patch_overrides(
-        {"devices": {key: {"thermal": THERMAL}}, "all": {"performance_state": "P8"}}
+        {"devices": {k: {"thermal": THERMAL} for k in keys}, "all": {"performance_state": "P8"}}
     )
-    yield key
-    deployed.patch_overrides({"devices": {key: {"thermal": None}}, "all": None})
+    yield
+    deployed.patch_overrides({"devices": {k: {"thermal": None} for k in keys}, "all": None})
 
 
-def test_thermal_override_survives_publishes(
-    deployed: Stack, expect: Expectation, thermal_device: str, gpu_pods: GpuPods
+def document(expect: Expectation, claims: Mapping[int, int], state: str) -> dict[str, Any]:
+    """The whole file: both writers' keys, nothing else."""
+    return {
+        "version": 1,
+        "all": {"performance_state": state},
+        "devices": {
+            index: {"thermal": THERMAL, "memory": memory}
+            for index, memory in expect.readings(claims).items()
+        },
+    }
+
+
+def test_a_publish_waits_for_the_lock_and_keeps_the_other_writers_keys(
+    deployed: Stack, expect: Expectation, thermal_everywhere: None, gpu_pods: GpuPods
 ) -> None:
-    def assert_foreign_keys_kept() -> None:
-        exists, doc = deployed.read_document()
-        assert exists
-        assert doc["devices"][thermal_device]["thermal"] == THERMAL, doc
-        assert doc["all"] == {"performance_state": "P8"}, doc
-
-    pod = gpu_pods(gpus=1)
-    claims = expect.claims_for(deployed.visible_devices(pod))
-    deployed.wait_readings(expect.readings(claims), 10, "the claim to be published")
-    assert_foreign_keys_kept()
+    watcher = deployed.watcher_pod()  # named now: it turns unready while it cannot publish
+    blocked_before = deployed.watcher_metric(watcher, BLOCKED)
+    with deployed.holding_lock({"all": {"performance_state": "P0"}}) as held:
+        pod = gpu_pods(gpus=1)
+        claims = expect.claims_for(deployed.visible_devices(pod))
+        wait_until(
+            lambda: deployed.watcher_metric(watcher, BLOCKED) > blocked_before,
+            30,
+            "the watcher's publish to wait for the lock and give up",
+            diagnostics=deployed.diagnostics,
+        )
+    assert not held["changed_while_held"], held
+    deployed.wait_readings(expect.readings(claims), 10, "the claim published after the lock")
+    assert deployed.read_document()[1] == document(expect, claims, "P0")
 
     deployed.delete_gpu_pods(pod)
     deployed.wait_readings(expect.idle(), 10, "the node to return to idle")
-    assert_foreign_keys_kept()
+    assert deployed.read_document()[1] == document(expect, {}, "P0")

@@ -21,6 +21,8 @@ def test_deleted_overrides_are_restored_within_one_interval(
     deployed.wait_readings(expected, 10, "the claim to be published")
 
     interval = deployed.settings.interval_seconds
+    log = deployed.kubectl.logs(deployed.ns, deployed.watcher_pod())
+    assert f" every {deployed.settings.interval} " in log, log  # the chart passed it on
     delays = []
     for _ in range(ROUNDS):
         restored_after, doc = deployed.remove_overrides_and_time_restore(timeout=10)

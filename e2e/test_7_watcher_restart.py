@@ -28,12 +28,20 @@ def test_watcher_restart_keeps_readings_correct(
 
 def test_helm_uninstall_leaves_no_memory_keys(deployed: Stack, expect: Expectation) -> None:
     deployed.wait_readings(expect.idle(), 10, "an idle node")
-    deployed.uninstall_chart()
-    wait_until(
-        lambda: not deployed.pods(WATCHER_LABELS),
-        60,
-        "the watcher pods to be gone",
-        diagnostics=deployed.diagnostics,
-    )
-    _, doc = deployed.read_document(through_helper=True)
-    assert not memory_readings(doc), doc
+    # Another writer's keys, next to ours in every device's bucket: the cleanup
+    # must take exactly our two keys and leave the rest, file and lock included.
+    foreign = {
+        "all": {"performance_state": "P8"},
+        "devices": {str(d.index): {"thermal": {"temperature_gpu_c": 70}} for d in expect.devices},
+    }
+    deployed.patch_overrides(foreign)
+    try:
+        deployed.uninstall_chart()
+        deployed.wait_pods_gone(WATCHER_LABELS)
+        exists, doc = deployed.read_document(through_helper=True)
+        assert exists
+        assert doc == {"version": 1, **foreign}, doc
+        assert not memory_readings(doc)
+        assert deployed.lock_file_exists()
+    finally:
+        deployed.patch_overrides({"all": None, "devices": None})

@@ -73,3 +73,25 @@ def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
         if isinstance(bucket, Mapping) and isinstance(bucket.get("memory"), Mapping):
             out[str(key)] = dict(bucket["memory"])
     return out
+
+
+def engine_problems(document: object, mode: int) -> list[str]:
+    """What would make nvml-mock refuse or misread the document (contract §3, §5)."""
+    problems = []
+    if mode != 0o644:
+        problems.append(f"mode {mode:o}, not 644")
+    if document is None:
+        return problems
+    if not isinstance(document, Mapping):
+        return [*problems, f"not a mapping: {document!r}"]
+    unknown = set(document) - {"version", "all", "devices"}
+    if unknown:
+        problems.append(f"unknown top-level keys {sorted(map(str, unknown))}")
+    version = document.get("version")
+    if version is not None and type(version) is not int:
+        problems.append(f"version {version!r} is not an int")
+    for index, memory in (memory_readings(document) or {}).items():
+        for key, value in memory.items():
+            if key in ("used_bytes", "free_bytes") and type(value) is not int:
+                problems.append(f"devices.{index}.memory.{key} {value!r} is not an int")
+    return problems

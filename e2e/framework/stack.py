@@ -7,9 +7,12 @@ provider; when no watcher runs (after `helm uninstall`) the node helper reads it
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import json
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 from allocwatch.profile import Device, parse_profile
 
 from . import timings
-from .expected import Readings, memory_readings
+from .expected import Readings, engine_problems, memory_readings
 from .helm import Helm
 from .kubectl import Kubectl, KubectlError
 from .manifests import render
@@ -40,6 +43,19 @@ DEFAULT_PLUGIN_ARGS: list[str] = []
 GpuPods = Callable[..., str]
 
 
+# Prints whether another process holds the flock on argv[1].
+LOCK_PROBE = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    print("true")
+else:
+    print("false")
+"""
+
+
 def script(name: str) -> str:
     return (NODE_SCRIPTS / f"{name}.py").read_text()
 
@@ -57,9 +73,12 @@ def split_image(ref: str) -> tuple[str, str]:
 @dataclass
 class Settings:
     namespace: str = "allocwatch-e2e"
-    interval: str = "500ms"
-    interval_seconds: float = 0.5
+    # not the chart's or the CLI's default, so a flag that never reaches the
+    # watcher shows (test 6 reads the interval it logs)
+    interval: str = "700ms"
+    interval_seconds: float = 0.7
     fraction: float = 0.75
+    metrics_port: int = 9477  # the chart's default
     nvml_mock_root: str = "/var/lib/nvml-mock"
     kubelet_root: str = "/var/lib/kubelet"
     stage: bool = True
@@ -154,6 +173,54 @@ class Stack:
             json.dumps(patch),
         )["doc"]
 
+    @contextlib.contextmanager
+    def holding_lock(self, patch_on_release: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """nvml-mock's lock, held by the node helper for the block; then it writes a patch.
+
+        Yields a dict that receives the helper's report once released:
+        {"changed_while_held": bool, "held_for": seconds, "doc": ...}.
+        """
+        helper = self.helper()
+        release = f"/tmp/allocwatch-e2e-release-{uuid.uuid4().hex}"
+        report: dict[str, Any] = {}
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            holding = pool.submit(
+                self.python,
+                helper,
+                script("hold_lock"),
+                self.settings.overrides_path,
+                release,
+                "120",
+                json.dumps(patch_on_release),
+                timeout=150,
+            )
+            try:
+                wait_until(
+                    lambda: holding.done() or self.lock_held(),
+                    30,
+                    "the node helper to take nvml-mock's lock",
+                    diagnostics=self.diagnostics,
+                )
+                yield report
+            finally:
+                self.kubectl.exec(self.ns, helper, ["touch", release])
+                report.update(holding.result(timeout=60))
+
+    def lock_held(self) -> bool:
+        return bool(self.python(self.helper(), LOCK_PROBE, f"{self.settings.overrides_path}.lock"))
+
+    def watcher_metric(self, pod: str, sample: str) -> float:
+        """One sample of the watcher's /metrics, read inside its pod."""
+        port = str(self.settings.metrics_port)
+        return float(self.python(pod, script("watcher_metric"), port, sample))
+
+    def lock_file_exists(self) -> bool:
+        lock = f"{self.settings.overrides_path}.lock"
+        found = self.kubectl.exec(
+            self.ns, self.helper(), ["sh", "-c", f"[ -f {lock} ] && echo y || echo n"]
+        )
+        return found.strip() == "y"
+
     def remove_overrides_and_time_restore(self, timeout: float) -> tuple[float | None, Any]:
         result = self.python(
             self.helper(),
@@ -197,6 +264,7 @@ class Stack:
     def deploy_plugin(self, args: list[str], allocatable: int, capacity: int) -> None:
         """Run the plugin with `args`; wait until the node advertises what it should."""
         if args != self.plugin_args:
+            self.plugin_args = None  # unknown until the rollout completes
             self.kubectl.apply(
                 render(
                     "fakeplugin.yaml.j2",
@@ -266,6 +334,14 @@ class Stack:
         self.chart_installed = False
         self._reader = None
 
+    def wait_pods_gone(self, selector: str, timeout: float = 60) -> None:
+        wait_until(
+            lambda: not self.pods(selector),
+            timeout,
+            f"pods {selector} to be gone",
+            diagnostics=self.diagnostics,
+        )
+
     def watcher_pod(self, timeout: float = 120) -> str:
         return self.wait_ready_pod(WATCHER_LABELS, timeout)
 
@@ -283,6 +359,9 @@ class Stack:
         except KubectlError:
             self._reader = None
             raise
+        if result["exists"]:
+            problems = engine_problems(result["doc"], result["mode"])
+            assert not problems, f"overrides.yaml as the engine would read it: {problems}"
         return bool(result["exists"]), result["doc"]
 
     def readings(self) -> Readings | None:
@@ -361,6 +440,8 @@ class Stack:
         steps = [
             self.uninstall_chart,
             lambda: self.kubectl.delete("daemonset", "fakeplugin", "-n", self.ns, wait=True),
+            # A watcher still running could write the files again after unstaging.
+            lambda: self.wait_pods_gone(WATCHER_LABELS),
             self.unstage,
             lambda: self.kubectl.delete("namespace", self.ns, wait=True),
         ]
