@@ -225,7 +225,7 @@ def test_scheduling_defaults_land_on_nvml_mock_nodes(helm: Helm) -> None:
     assert "priorityClassName" not in spec
     assert only(objects, "DaemonSet")["spec"]["updateStrategy"] == {
         "type": "RollingUpdate",
-        "rollingUpdate": {"maxUnavailable": "25%"},
+        "rollingUpdate": {"maxUnavailable": "100%"},
     }
 
 
@@ -391,6 +391,40 @@ def test_surge_without_zero_max_unavailable_fails_clearly(helm: Helm) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"maxUnavailable": 0},
+        {"maxUnavailable": "0%", "maxSurge": 0},
+    ],
+)
+def test_a_rollout_that_could_never_start_fails_clearly(
+    helm: Helm, strategy: dict[str, Any]
+) -> None:
+    result = helm.template({"updateStrategy": {"rollingUpdate": strategy}})
+    assert result.returncode != 0
+    assert "cannot both be 0" in result.stderr
+
+
+@pytest.mark.parametrize("bad", ["abc", -1, "10"])
+def test_rollout_numbers_are_counts_or_percentages(helm: Helm, bad: object) -> None:
+    result = helm.template({"updateStrategy": {"rollingUpdate": {"maxUnavailable": bad}}})
+    assert result.returncode != 0
+    assert "maxUnavailable" in result.stderr
+
+
+def test_a_null_probe_is_removed_and_the_others_kept(helm: Helm) -> None:
+    probes = container(helm.render({"livenessProbe": None}))
+    assert "livenessProbe" not in probes
+    assert probes["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert probes["startupProbe"]["periodSeconds"] == 2
+
+
+def test_a_numeric_image_tag_and_a_parent_charts_enabled_key(helm: Helm) -> None:
+    objects = helm.render({"image": {"tag": 42}, "enabled": True})
+    assert container(objects)["image"].endswith(":42")
+
+
 def test_notes_explain_how_to_verify_and_warn_about_the_sidecar(helm: Helm) -> None:
     result = helm.run("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE)
     assert result.returncode == 0, result.stderr
@@ -398,3 +432,13 @@ def test_notes_explain_how_to_verify_and_warn_about_the_sidecar(helm: Helm) -> N
     assert "allocationWatcher.enabled=false" in notes
     assert "exec $POD -- cat /var/lib/nvml-mock/driver/config/overrides.yaml" in notes
     assert "/metrics" in notes
+    assert "--field-selector spec.nodeName=<node>" in notes.split("What NVML callers see")[1]
+
+
+def test_notes_follow_the_values(helm: Helm) -> None:
+    args = ("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE)
+    result = helm.run(*args, "--set", "interval=2", "--set", "metrics.enabled=false")
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "claims every 2s" in notes
+    assert "Without a readiness probe" in notes and "/metrics" not in notes

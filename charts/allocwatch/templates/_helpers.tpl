@@ -80,8 +80,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- with $strategy.rollingUpdate }}
 {{- /* Values merge maps, so a maxSurge meets the default maxUnavailable. */}}
 {{- $zero := list "0" "0%" }}
-{{- if not (or (has (toString (.maxSurge | default 0)) $zero) (has (toString (.maxUnavailable | default 0)) $zero)) }}
+{{- $surge := has (toString (.maxSurge | default 0)) $zero | not }}
+{{- $unavailable := has (toString (.maxUnavailable | default 0)) $zero | not }}
+{{- if and $surge $unavailable }}
 {{- fail "updateStrategy.rollingUpdate: maxSurge needs maxUnavailable=0 (the API server rejects both non-zero)" }}
+{{- end }}
+{{- if not (or $surge $unavailable) }}
+{{- fail "updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0 (the rollout could never start)" }}
 {{- end }}
 {{- end }}
 {{- end }}
