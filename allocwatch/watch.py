@@ -20,6 +20,8 @@ OK = "ok"
 LIST_ERROR = "list_error"
 PUBLISH_ERROR = "publish_error"
 NO_PROFILE = "no_profile"
+# The longest wait after a failed poll, whatever the interval.
+RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -178,14 +180,21 @@ class Watcher:
     # --- the loop -------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Publish immediately, then once per interval, until `stop` is set."""
+        """Publish immediately, then once per interval, until `stop` is set.
+
+        After a failed poll (no profile yet, a List or publish error) the next
+        comes within RETRY_SECONDS even when the interval is longer: at `1h`
+        a profile that appears, or a kubelet back from a restart, would
+        otherwise wait up to an hour to be published.
+        """
         next_tick = self.clock()
         while not stop.is_set():
-            self.poll(stop)
-            next_tick += self.interval
+            outcome = self.poll(stop)
+            step = self.interval if outcome.result == OK else min(self.interval, RETRY_SECONDS)
+            next_tick += step
             now = self.clock()
             if next_tick < now:  # overran: skip missed ticks rather than burst
-                next_tick = now + self.interval - ((now - next_tick) % self.interval)
+                next_tick = now + step - ((now - next_tick) % step)
             stop.wait(max(0.0, next_tick - now))
 
     def retract(self, timeout: float) -> bool:

@@ -306,6 +306,21 @@ def test_profile_missing_then_appearing(kubelet: FakeKubelet, tmp_path: Path) ->
     r.close()
 
 
+def test_a_failed_poll_is_retried_within_a_second_at_a_long_interval(
+    kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    r = Rig(kubelet, tmp_path / "driver", interval=3600)
+    r.start()
+    try:
+        eventually(lambda: r.watcher.polls >= 1, what="the first poll")
+        r.config.parent.mkdir(parents=True)
+        shutil.copy(A100, r.config)
+        eventually(r.overrides.exists, timeout=5, what="a publish long before the hour")
+        assert memory(r.overrides) == expected({})
+    finally:
+        r.close()
+
+
 def test_malformed_profile_keeps_last_good_devices(kubelet: FakeKubelet, driver_root: Path) -> None:
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
