@@ -187,11 +187,11 @@ class Stack:
             holding = pool.submit(
                 self.python,
                 helper,
-                script("hold_lock"),
+                script("patch_overrides"),
                 self.settings.overrides_path,
+                json.dumps(patch_on_release),
                 release,
                 "120",
-                json.dumps(patch_on_release),
                 timeout=150,
             )
             try:

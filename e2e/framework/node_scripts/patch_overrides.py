@@ -3,6 +3,11 @@
 This is what `nvml-mock-ctl` does for a human's override: lock the sibling
 `.lock` file, load, merge, write a temp file in the same directory, rename.
 A null in the patch deletes that key.
+
+With argv[3] (a path) and argv[4] (seconds), it first holds the lock until
+that path exists, at most that long, as a slow `nvml-mock-ctl` would, and
+checks every 20 ms that nobody changes overrides.yaml meanwhile.
+Prints {"doc": the result, "changed_while_held": bool, "held_for": seconds}.
 """
 
 import fcntl
@@ -10,6 +15,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import yaml
 
@@ -24,10 +30,28 @@ def merge(into, patch):
             into[key] = value
 
 
+def snapshot(path):
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            return st.st_ino, st.st_mtime_ns, f.read()
+    except FileNotFoundError:
+        return None
+
+
 path, patch = sys.argv[1], json.loads(sys.argv[2])
+release, limit = (sys.argv[3], float(sys.argv[4])) if len(sys.argv) > 4 else (None, 0.0)
 fd = os.open(path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
 fcntl.flock(fd, fcntl.LOCK_EX)
 try:
+    start = time.monotonic()
+    before = snapshot(path)
+    changed = False
+    while release and not os.path.exists(release) and time.monotonic() - start < limit:
+        changed = changed or snapshot(path) != before
+        time.sleep(0.02)
+    changed = changed or snapshot(path) != before
+    held_for = time.monotonic() - start
     try:
         with open(path) as f:
             doc = yaml.safe_load(f) or {}
@@ -43,4 +67,4 @@ try:
 finally:
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
-print(json.dumps({"doc": doc}))
+print(json.dumps({"doc": doc, "changed_while_held": changed, "held_for": held_for}))
