@@ -157,6 +157,10 @@ _LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     """A safe loader whose scalars are go-yaml v2's; use `load` for its errors."""
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._flattening: set[int] = set()  # maps whose merges are being expanded
+
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode and implicit[0]:
             return resolve_plain(value)[0]
@@ -182,6 +186,17 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
         after a merge overrides it, a merge overrides a key before it, and
         the first map of a list wins (PyYAML puts every merge first).
         """
+        if id(node) in self._flattening:  # go-yaml: "anchor ... value contains itself"
+            raise yaml.constructor.ConstructorError(
+                None, None, "a merge (<<) brings in the map that contains it", node.start_mark
+            )
+        self._flattening.add(id(node))
+        try:
+            self._flatten(node)
+        finally:
+            self._flattening.discard(id(node))
+
+    def _flatten(self, node: yaml.MappingNode) -> None:
         flat: list[tuple[yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
             if key_node.tag != MERGE:

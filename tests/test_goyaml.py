@@ -164,3 +164,9 @@ def test_a_yaml_version_other_than_1_1_is_refused(directive: str) -> None:
 
 def test_a_yaml_1_1_directive_is_read() -> None:
     assert goyaml.load("%YAML 1.1\n%TAG !e! tag:example.com,2000:\n---\na: 1\n") == {"a": 1}
+
+
+@pytest.mark.parametrize("text", ["a: &a {<<: *a}\n", "a: &a {x: 1, <<: [{y: 2}, *a]}\n"])
+def test_a_merge_of_its_own_map_is_refused_not_a_recursion(text: str) -> None:
+    with pytest.raises(yaml.YAMLError, match="brings in the map that contains it"):
+        goyaml.load(text)

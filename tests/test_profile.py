@@ -136,6 +136,7 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
         (HEADER + "devices:\n  - {index: 0.5}\n", "index must be an integer"),
         (HEADER + "devices:\n  - {index: 1e19}\n", "index must be an integer"),
         ("- a\n", "mapping"),
+        (HEADER + "device_defaults: &d {<<: *d}\n", "brings in the map that contains it"),
         # a type error anywhere in a field the engine decodes fails its whole profile
         ('version: []\nsystem: {driver_version: "1"}\n', "version must be text"),
         ('version: "1"\nsystem: {driver_version: {a: 1}}\n', "driver_version must be text"),
