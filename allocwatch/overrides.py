@@ -71,9 +71,14 @@ class _StrictLoader(goyaml.GoYamlLoader):
     """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-
-        def claim(key: Any, mark: yaml.Mark) -> None:
+        # With the merges expanded, a key set twice, directly or through a
+        # merge, appears twice. Keyed by the engine's names from the start: in
+        # a plain dict False, 0 and -0.0 (or True and 1) would become one key.
+        self.flatten_mapping(node)
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = self.construct_object(key_node, deep=True)
+            mark = key_node.start_mark
             if isinstance(key, int) and not isinstance(key, bool) and not goyaml.is_int64(key):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key} is out of range", mark
@@ -82,30 +87,13 @@ class _StrictLoader(goyaml.GoYamlLoader):
             if key is None:
                 raise yaml.constructor.ConstructorError(None, None, "a null key", mark)
             try:
-                duplicate = key in seen
+                duplicate = key in mapping
             except TypeError:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"unhashable key {key!r}", mark
                 ) from None
             if duplicate:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-            seen.add(key)
-
-        for key_node, value_node in node.value:
-            if key_node.tag == goyaml.MERGE:
-                merged = self.construct_object(value_node, deep=True)
-                for part in merged if isinstance(merged, list) else [merged]:
-                    if isinstance(part, dict):
-                        for key in part:
-                            claim(key, key_node.start_mark)
-                continue
-            claim(self.construct_object(key_node, deep=True), key_node.start_mark)
-        # Keyed by the engine's names from the start: in a plain dict False, 0
-        # and -0.0 (or True and 1) would silently become one key.
-        self.flatten_mapping(node)
-        mapping: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            key = goyaml.key_text(self.construct_object(key_node, deep=deep))
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
