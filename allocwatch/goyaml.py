@@ -52,6 +52,21 @@ def is_int64(number: int) -> bool:
     return -(2**63) <= number < 2**63
 
 
+def json_int(value: Any) -> int | None:
+    """The int Go's JSON decoding puts in an integer field (an integral float is one), else None.
+
+    The engine reads both files through JSON, so `2.0` is 2 there; the range
+    (int64, uint64, ...) is the caller's to check.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def _go_int(text: str) -> int | None:
     m = _GO_INT.fullmatch(text)
     if m is None:
@@ -147,7 +162,7 @@ def key_text(key: Any) -> Any:
     if isinstance(key, int):
         return str(key)
     if isinstance(key, float) and key.is_integer() and abs(key) < 1e6:
-        return ("-" if math.copysign(1.0, key) < 0 else "") + str(abs(int(key)))
+        return go_text(key)
     return key
 
 
@@ -254,14 +269,6 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     def construct_go_null(self, node: yaml.ScalarNode) -> Any:
         return self._explicit(node, (NULL,))
 
-    def construct_go_str(self, node: yaml.Node) -> Any:
-        return self.construct_untagged(node)
-
-    def construct_merge_text(self, node: yaml.Node) -> Any:
-        # `<<` merges only as a key (PyYAML handles that before construction);
-        # as a value go-yaml reads the text.
-        return self.construct_untagged(node)
-
     def construct_go_timestamp(self, node: yaml.Node) -> Any:
         # Only an explicit `!!timestamp` gets here; the engine reads it as text.
         if not isinstance(node, yaml.ScalarNode):
@@ -279,10 +286,9 @@ GoYamlLoader.add_constructor(INT, GoYamlLoader.construct_go_int)
 GoYamlLoader.add_constructor(FLOAT, GoYamlLoader.construct_go_float)
 GoYamlLoader.add_constructor(TIMESTAMP, GoYamlLoader.construct_go_timestamp)
 GoYamlLoader.add_constructor(NULL, GoYamlLoader.construct_go_null)
-GoYamlLoader.add_constructor(MERGE, GoYamlLoader.construct_merge_text)
-GoYamlLoader.add_constructor(STR, GoYamlLoader.construct_go_str)
-for _tag in ("omap", "pairs", "set"):
-    GoYamlLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", GoYamlLoader.construct_untagged)
+# `<<` merges only as a key (flatten_mapping); as a value go-yaml reads the text.
+for _tag in (STR, MERGE, *(f"tag:yaml.org,2002:{t}" for t in ("omap", "pairs", "set"))):
+    GoYamlLoader.add_constructor(_tag, GoYamlLoader.construct_untagged)
 GoYamlLoader.add_constructor(None, GoYamlLoader.construct_untagged)
 GoYamlLoader.add_multi_constructor("!", GoYamlLoader.construct_local_tag)
 

@@ -207,12 +207,11 @@ def parse_document(text: str) -> Document:
             f"unknown top-level key(s) {', '.join(unknown)} (allowed: all, devices, version)"
         )
     version = doc.get("version")
-    if isinstance(version, float) and version.is_integer():
-        version = doc["version"] = int(version)  # what Go's int field makes of it
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or not goyaml.is_int64(version)
-    ):
-        raise DocumentError(f"`version` must be an integer, not {version!r}")
+    if version is not None:
+        number = goyaml.json_int(version)  # what Go's int field makes of it
+        if number is None or not goyaml.is_int64(number):
+            raise DocumentError(f"`version` must be an integer, not {version!r}")
+        doc["version"] = number
     for key in ("all", "devices"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise DocumentError(f"`{key}` must be a mapping, not {type(doc[key]).__name__}")

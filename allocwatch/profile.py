@@ -105,20 +105,9 @@ def _scalar(layers: Layers, name: str, where: str, convert: Callable[[Any, str],
     return result
 
 
-def _integer(value: Any) -> int | None:
-    """An int as Go's JSON decoding takes it into an integer field, else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
 def _int(value: Any, where: str) -> int:
     """A Go `int` field."""
-    number = _integer(value)
+    number = goyaml.json_int(value)
     if number is None or not goyaml.is_int64(number):
         raise ProfileError(f"{where} must be an integer, not {value!r}")
     return number
@@ -126,7 +115,7 @@ def _int(value: Any, where: str) -> int:
 
 def _unsigned(bits: int) -> Callable[[Any, str], int]:
     def convert(value: Any, where: str) -> int:
-        number = _integer(value)
+        number = goyaml.json_int(value)
         if number is None or not 0 <= number < 2**bits:
             raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
         return number
