@@ -9,13 +9,15 @@ import signal
 import sys
 from types import FrameType
 
+from allocwatch import STOP_SIGNALS
+
 
 def _exit_0(_signum: int, _frame: FrameType | None) -> None:
     sys.exit(0)
 
 
 def run() -> None:
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, _exit_0)
     from allocwatch.cli import main  # main() installs the watcher's own handlers
 

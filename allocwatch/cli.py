@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from allocwatch import __version__
+from allocwatch import STOP_SIGNALS, __version__
 from allocwatch.durations import format_duration, parse_duration
 from allocwatch.logs import LEVELS, configure
 from allocwatch.metrics import HealthServer, Metrics, parse_address
@@ -36,8 +36,6 @@ DEFAULT_INTERVAL = "500ms"
 DEFAULT_METRICS_ADDRESS = ":9477"
 LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# SIGHUP too: a watcher started from a terminal that closes must clean up.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # The readings are removed within this long of the stop signal, leaving the
 # rest of the second for the interpreter to exit.
 RETRACT_BY_SECONDS = 0.6
