@@ -11,6 +11,7 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Set
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -135,6 +136,24 @@ def why_unreachable(socket_path: str) -> str:
     return "it accepts connections, but no gRPC server answered"
 
 
+def open_channel(socket_path: str) -> grpc.Channel:
+    """A channel to the pod-resources socket with our options."""
+    # grpc reads `unix://relative/path` as an authority, not a path, and the
+    # path as a URI's: `?`, `#` and `%` must be escaped.
+    target = "unix://" + urllib.parse.quote(os.path.abspath(socket_path), safe="/")
+    return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+
+
+def list_callable(channel: grpc.Channel, **options: Any) -> grpc.UnaryUnaryMultiCallable:
+    """The generated stub's List, but answering with the pods still encoded (see ClaimDecoder)."""
+    return channel.unary_unary(
+        LIST_METHOD,
+        request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
+        response_deserializer=api_pb2.EncodedPodResourcesList.FromString,
+        **options,
+    )
+
+
 class Interrupted(BaseException):
     """Raised by a shutdown signal handler to abandon an in-flight List."""
 
@@ -162,18 +181,8 @@ class PodResourcesClient:
 
     def _connect(self) -> grpc.UnaryUnaryMultiCallable:
         if self._list is None:
-            # grpc reads `unix://relative/path` as an authority, not a path,
-            # and the path as a URI's: `?`, `#` and `%` must be escaped.
-            target = "unix://" + urllib.parse.quote(os.path.abspath(self.socket_path), safe="/")
-            self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-            # The generated stub's List, but answering with the pods still
-            # encoded (see ClaimDecoder).
-            self._list = self._channel.unary_unary(
-                LIST_METHOD,
-                request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
-                response_deserializer=api_pb2.EncodedPodResourcesList.FromString,
-                _registered_method=True,
-            )
+            self._channel = open_channel(self.socket_path)
+            self._list = list_callable(self._channel, _registered_method=True)
         return self._list
 
     def wait_ready(self, timeout: float, stop: threading.Event | None = None) -> bool:

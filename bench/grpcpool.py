@@ -5,8 +5,8 @@
 The fake kubelet (110 pods on 8 GPUs) runs from this environment; a bare List
 loop runs in each PY, an interpreter whose environment has some grpcio and
 protobuf >= 7.35 and nothing else of ours. The loop makes the watcher's call
-(channel options, method, messages) on a callable of its own: the watcher's
-passes `_registered_method`, which older grpcio releases do not take.
+with the watcher's channel and callable (podresources.open_channel and
+list_callable), less `_registered_method`, which older grpcio does not take.
 """
 
 from __future__ import annotations
@@ -26,14 +26,10 @@ def list_loop(socket_path: str, pause: float, calls: int) -> dict[str, object]:
     import grpc
 
     from allocwatch.kubeletapi.podresources.v1 import api_pb2
-    from allocwatch.podresources import CHANNEL_OPTIONS, LIST_METHOD
+    from allocwatch.podresources import list_callable, open_channel
 
-    channel = grpc.insecure_channel("unix://" + socket_path, options=CHANNEL_OPTIONS)
-    list_pods = channel.unary_unary(
-        LIST_METHOD,
-        request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
-        response_deserializer=api_pb2.EncodedPodResourcesList.FromString,
-    )
+    channel = open_channel(socket_path)
+    list_pods = list_callable(channel)  # no _registered_method: older grpcio lacks it
     request = api_pb2.ListPodResourcesRequest()
     for _ in range(5):  # connect, and start whatever threads grpc starts
         list_pods(request, timeout=5)
