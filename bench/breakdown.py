@@ -139,7 +139,7 @@ def main() -> None:
         result = measure(args.polls, args.gap)
     print(
         f"Thread CPU per poll, mean of {args.polls} polls of each kind, "
-        f"{args.gap:g}s between polls (110 pods, 8 GPUs):\n"
+        f"{args.gap:g}s between polls ({NODE_PODS} pods, {len(load_devices(PROFILE))} GPUs):\n"
     )
     print("| step | writing poll | idle poll |")
     print("|---|---|---|")

@@ -54,10 +54,15 @@ class Result:
     busy_writes_per_min: float
 
 
+REPLICAS = 2  # time-slicing replicas per GPU in the benchmark's node
+
+
 def replica_pods(devices: list[Device]) -> list[dict[str, Any]]:
-    """Two time-slicing replicas per GPU, `<uuid>::0` and `<uuid>::1`: 16 pods on 8 GPUs."""
+    """REPLICAS pods per GPU, `<uuid>::0`, `<uuid>::1`, ..., in device order."""
     return [
-        gpu_pod("ml", f"train-{d.index}-{r}", [f"{d.uuid}::{r}"]) for d in devices for r in range(2)
+        gpu_pod("ml", f"train-{d.index}-{r}", [f"{d.uuid}::{r}"])
+        for d in devices
+        for r in range(REPLICAS)
     ]
 
 
@@ -73,7 +78,7 @@ def scrape(port: int) -> dict[str, float]:
         text = r.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("allocwatch_polls_total") or line.startswith("allocwatch_writes_total"):
+        if line.startswith("allocwatch_polls_total"):
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
@@ -174,9 +179,9 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
                 time.sleep(0.005)
 
             def expected() -> dict[str, int]:
-                counts = [0] * 8
-                for i, on in enumerate(active):
-                    counts[i // 2] += on
+                counts = {d.index: 0 for d in devices}
+                for i, on in enumerate(active):  # pod i is on devices[i // REPLICAS]
+                    counts[devices[i // REPLICAS].index] += on
                 return {
                     str(d.index): reading_for(d, counts[d.index], 0.5).used_bytes for d in devices
                 }
@@ -268,7 +273,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(
-        f"allocwatch benchmark: 110 pods, 8 GPUs, {args.changes} changes, "
+        f"allocwatch benchmark: {NODE_PODS} pods, {len(load_devices(PROFILE))} GPUs, "
+        f"{args.changes} changes, "
         f"{args.idle:g}s idle; CPU {os.cpu_count()} cores",
         flush=True,
     )
