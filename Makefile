@@ -14,6 +14,8 @@ BASE_IMAGE ?=
 DOCKER ?= docker
 # pip inside the build reaches the package index only over the host network here
 DOCKER_BUILD_FLAGS ?= --network host
+# upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
+UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
 .PHONY: venv test interop lint proto bench bench-breakdown bench-compare image image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
@@ -31,7 +33,7 @@ test: lint
 
 ## interop: against upstream nvml-mock-ctl and its mock libnvidia-ml.so (needs `make upstream`)
 # (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
-interop: venv $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
+interop: venv $(UPSTREAM_TOOLS)
 	$(PY) -m pytest tests/interop
 
 lint: venv
@@ -51,7 +53,7 @@ bench-breakdown: venv
 	$(PY) -m bench.breakdown
 
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
-bench-compare: venv $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
+bench-compare: venv $(UPSTREAM_TOOLS)
 	$(PY) -m bench.compare
 
 ## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit

@@ -27,7 +27,7 @@ if [ -n "$(ls "$RUNDIR"/*.pid 2>/dev/null)" ] || ip link show cni0 >/dev/null 2>
 fi
 
 # --------------------------------------------------------------- 1. workloads
-if pid_alive kube-apiserver && kc get --raw /readyz >/dev/null 2>&1; then
+if pid_alive kube-apiserver && apiserver_ok >/dev/null 2>&1; then
   log "deleting workloads and pods"
   kc delete daemonsets,deployments,replicasets,statefulsets,jobs,pods --all --all-namespaces \
     --wait=false >/dev/null 2>&1 || true
@@ -106,17 +106,20 @@ fi
 
 # CNI-* chains come from the bridge (ipMasq), portmap and firewall plugins.
 # Drop the jumps from the built-in chains, then flush and delete the chains.
-$ours_network || log "no pod network of ours was recorded: leaving CNI-* iptables chains alone"
-for table in $($ours_network && echo filter nat); do
-  jumps=$(iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' || true)
-  while read -r rule; do
-    # iptables -S quotes comments shell-style, hence eval.
-    [ -z "$rule" ] || eval "iptables -t $table ${rule/-A /-D }" 2>/dev/null || true
-  done <<<"$jumps"
-  chains=$(iptables -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
-  for c in $chains; do iptables -t "$table" -F "$c" 2>/dev/null || true; done
-  for c in $chains; do iptables -t "$table" -X "$c" 2>/dev/null || true; done
-done
+if $ours_network; then
+  for table in filter nat; do
+    jumps=$(iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' || true)
+    while read -r rule; do
+      # iptables -S quotes comments shell-style, hence eval.
+      [ -z "$rule" ] || eval "iptables -t $table ${rule/-A /-D }" 2>/dev/null || true
+    done <<<"$jumps"
+    chains=$(iptables -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
+    for c in $chains; do iptables -t "$table" -F "$c" 2>/dev/null || true; done
+    for c in $chains; do iptables -t "$table" -X "$c" 2>/dev/null || true; done
+  done
+else
+  log "no pod network of ours was recorded: leaving CNI-* iptables chains alone"
+fi
 
 rm -rf /var/lib/cni/networks/k8s-pod-network /var/lib/cni/results/k8s-pod-network-*
 rm -f /etc/cni/net.d/10-k8s-bridge.conflist

@@ -200,6 +200,7 @@ kubectl_bin() {
 }
 
 kc() { "$(kubectl_bin)" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+apiserver_ok() { kc get --raw /readyz --request-timeout=10s; }
 
 # The node's address: the source address of the default route (a route
 # lookup only, nothing is sent). The kubelet rejects a loopback node IP, so

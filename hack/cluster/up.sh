@@ -55,7 +55,7 @@ containerd_ok() { ctr --address "$CONTAINERD_SOCK" --timeout 5s version; }
 if pid_alive containerd; then
   log "containerd already running (pid $(pid_of containerd))"
 else
-  if [ -S "$CONTAINERD_SOCK" ] && timeout 5 ctr --address "$CONTAINERD_SOCK" version >/dev/null 2>&1; then
+  if [ -S "$CONTAINERD_SOCK" ] && containerd_ok >/dev/null 2>&1; then
     die "a containerd that this harness did not start already serves $CONTAINERD_SOCK; stop it first (this harness never stops processes it did not start)"
   fi
   rm -f "$CONTAINERD_SOCK"
@@ -85,7 +85,6 @@ fi
 # Listens on 127.0.0.1 only. It advertises the node IP (the default
 # "kubernetes" Service endpoint must not be loopback); with no kube-proxy no
 # pod reaches it through the Service anyway, and the e2e pods do not need to.
-apiserver_ok() { kc get --raw /readyz --request-timeout=10s; }
 if pid_alive kube-apiserver; then
   log "kube-apiserver already running"
 else
