@@ -36,8 +36,7 @@ def test_helm_uninstall_leaves_no_memory_keys(deployed: Stack, expect: Expectati
     }
     deployed.patch_overrides(foreign)
     try:
-        deployed.uninstall_chart()
-        deployed.wait_pods_gone(WATCHER_LABELS)
+        deployed.uninstall_chart()  # returns once the watcher pods are gone
         exists, doc = deployed.read_document(through_helper=True)
         assert exists
         assert doc == {"version": 1, **foreign}, doc

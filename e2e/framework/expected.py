@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from allocwatch.overrides import FILE_MODE, MEMORY_KEYS
 from allocwatch.profile import Device
 
 Readings = dict[str, dict[str, int]]
@@ -76,22 +77,16 @@ def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
 
 
 def engine_problems(document: object, mode: int) -> list[str]:
-    """What would make nvml-mock refuse or misread the document (contract §3, §5)."""
+    """What the strict load lets through but would still be wrong (contract §3, §5).
+
+    The reader parses with allocwatch's strict loader, which refuses what the
+    engine refuses; left are the file's mode and the type of our two values.
+    """
     problems = []
-    if mode != 0o644:
-        problems.append(f"mode {mode:o}, not 644")
-    if document is None:
-        return problems
-    if not isinstance(document, Mapping):
-        return [*problems, f"not a mapping: {document!r}"]
-    unknown = set(document) - {"version", "all", "devices"}
-    if unknown:
-        problems.append(f"unknown top-level keys {sorted(map(str, unknown))}")
-    version = document.get("version")
-    if version is not None and type(version) is not int:
-        problems.append(f"version {version!r} is not an int")
+    if mode != FILE_MODE:
+        problems.append(f"mode {mode:o}, not {FILE_MODE:o}")
     for index, memory in (memory_readings(document) or {}).items():
-        for key, value in memory.items():
-            if key in ("used_bytes", "free_bytes") and type(value) is not int:
-                problems.append(f"devices.{index}.memory.{key} {value!r} is not an int")
+        for key in MEMORY_KEYS:
+            if key in memory and type(memory[key]) is not int:
+                problems.append(f"devices.{index}.memory.{key} {memory[key]!r} is not an int")
     return problems

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from allocwatch.durations import parse_duration
 from allocwatch.profile import Device, parse_profile
 
 from . import timings
@@ -76,13 +77,16 @@ class Settings:
     # not the chart's or the CLI's default, so a flag that never reaches the
     # watcher shows (test 6 reads the interval it logs)
     interval: str = "700ms"
-    interval_seconds: float = 0.7
     fraction: float = 0.75
-    metrics_port: int = 9477  # the chart's default
+    metrics_port: int = 9477
     nvml_mock_root: str = "/var/lib/nvml-mock"
     kubelet_root: str = "/var/lib/kubelet"
     stage: bool = True
     profile: Path = REPO_ROOT / "e2e" / "profiles" / "four-gpus.yaml"
+
+    @property
+    def interval_seconds(self) -> float:
+        return parse_duration(self.interval)
 
     @property
     def overrides_path(self) -> str:
@@ -316,6 +320,7 @@ class Stack:
                 tag=tag,
                 interval=self.settings.interval,
                 fraction=self.settings.fraction,
+                metrics_port=self.settings.metrics_port,
                 pod_resources_socket=f"{self.settings.kubelet_root}/pod-resources/kubelet.sock",
                 nvml_mock_root=self.settings.nvml_mock_root,
                 node=self.node,
@@ -330,9 +335,11 @@ class Stack:
             self.install_chart()
 
     def uninstall_chart(self) -> None:
+        """Uninstall, and wait until no watcher runs (one could still write the file)."""
         self.helm.uninstall(RELEASE, self.ns)
         self.chart_installed = False
         self._reader = None
+        self.wait_pods_gone(WATCHER_LABELS)
 
     def wait_pods_gone(self, selector: str, timeout: float = 60) -> None:
         wait_until(
@@ -440,8 +447,6 @@ class Stack:
         steps = [
             self.uninstall_chart,
             lambda: self.kubectl.delete("daemonset", "fakeplugin", "-n", self.ns, wait=True),
-            # A watcher still running could write the files again after unstaging.
-            lambda: self.wait_pods_gone(WATCHER_LABELS),
             self.unstage,
             lambda: self.kubectl.delete("namespace", self.ns, wait=True),
         ]

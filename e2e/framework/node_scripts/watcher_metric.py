@@ -1,7 +1,4 @@
-"""Print one sample's value (argv[2], as /metrics spells it) from the watcher's port argv[1].
-
-0 when the sample is absent (a counter not incremented yet).
-"""
+"""Print one sample's value (argv[2], as /metrics spells it) from the watcher's port argv[1]."""
 
 import json
 import sys
@@ -10,9 +7,11 @@ import urllib.request
 port, sample = sys.argv[1], sys.argv[2]
 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
     body = response.read().decode()
-value = 0.0
-for line in body.splitlines():
-    name, _, number = line.rpartition(" ")
-    if name == sample:
-        value = float(number)
-print(json.dumps(value))
+values = [
+    float(line.rpartition(" ")[2])
+    for line in body.splitlines()
+    if line.rpartition(" ")[0] == sample
+]
+if not values:
+    sys.exit(f"no sample {sample} in /metrics")
+print(json.dumps(values[0]))
