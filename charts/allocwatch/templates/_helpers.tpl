@@ -49,10 +49,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if and .Values.metrics.enabled (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}true{{ end }}
 {{- end }}
 
+{{/* An interval given as plain seconds ("0.5", 2) rather than a Go duration. */}}
+{{- define "allocwatch.plainSeconds" -}}
+{{- if regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)$" (toString . | trim) }}true{{ end }}
+{{- end }}
+
+{{/* The interval as the user reads it: plain seconds get their unit. */}}
+{{- define "allocwatch.intervalText" -}}
+{{- $text := toString .Values.interval | trim }}
+{{- if include "allocwatch.plainSeconds" $text }}{{ $text }}s{{ else }}{{ $text }}{{ end }}
+{{- end }}
+
 {{/* The interval in seconds, read as the watcher reads it (the schema has checked its syntax). */}}
 {{- define "allocwatch.intervalSeconds" -}}
 {{- $text := toString .Values.interval | trim }}
-{{- if regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)$" $text }}
+{{- if include "allocwatch.plainSeconds" $text }}
 {{- float64 $text }}
 {{- else }}
 {{- $unit := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "μs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 }}
