@@ -64,17 +64,11 @@ if [ -n "${UPSTREAM_SRC:-}" ]; then
 fi
 # The commit → pseudo-version answer is cached too, so a warm cache builds offline.
 resolved=$root/commit-$commit
-if [ -n "${src:-}" ]; then
-  if complete "$root/$version"; then
-    echo "$root/$version"
-    exit 0
-  fi
-elif [ -s "$resolved" ]; then
-  version=$(cat "$resolved")
-  if complete "$root/$version"; then
-    echo "$root/$version"
-    exit 0
-  fi
+if [ -z "${src:-}" ] && [ -s "$resolved" ]; then version=$(cat "$resolved"); fi
+# A complete build needs no Go at all.
+if [ -n "${version:-}" ] && complete "$root/$version"; then
+  echo "$root/$version"
+  exit 0
 fi
 
 find_go
