@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from allocwatch.podresources import Claim
 from allocwatch.profile import Device
+
+if TYPE_CHECKING:  # only a type here: importing it would load grpc into every user
+    from allocwatch.podresources import Claim
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -543,3 +545,10 @@ def test_publish_drops_devices_gone_from_the_profile(target: Path) -> None:
     pub.publish({0: R(1, 2), 1: R(3, 4)})
     pub.publish({0: R(1, 2)}, remove=[1])
     assert set(parse_document(target.read_text())["devices"]) == {"0"}
+
+
+def test_reading_the_document_does_not_load_grpc() -> None:
+    # The e2e reader parses the file inside the watcher's pod, under its CPU
+    # limit; grpc's import alone would cost it seconds a read.
+    code = "import sys, allocwatch.overrides; sys.exit('grpc' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
