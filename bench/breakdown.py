@@ -92,7 +92,7 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
                 timer.wrap(watch, "reconcile", "reconcile")
                 timer.wrap(watcher.publisher, "publish", "publish")
                 timer.wrap(watcher.publisher, "_current", "publish: read the file")
-                timer.wrap(overrides, "render_document", "publish: render YAML")
+                timer.wrap(watcher.publisher, "render", "publish: render YAML")
                 timer.wrap(overrides, "write_atomic", "publish: atomic write")
                 timer.wrap(watcher, "_report", "metrics + log")
                 watcher.poll()  # the first publish; caches filled
