@@ -254,6 +254,35 @@ def test_scheduling_and_pod_metadata_values(helm: Helm) -> None:
     assert spec["imagePullSecrets"] == [{"name": "regcred"}]
 
 
+def test_pod_labels_replace_the_charts_own_without_a_duplicate_key(helm: Helm) -> None:
+    result = helm.template(
+        {"podLabels": {"app.kubernetes.io/component": "gpu-memory", "team": "gpu"}}
+    )
+    ds = only(result.objects(), "DaemonSet")
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/component"] == "gpu-memory"
+    assert labels["team"] == "gpu"
+    assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    # A key written twice would be read as the last one, or refused, by whoever parses it.
+    pod_metadata = result.stdout.split("  template:\n", 1)[1].split("    spec:\n", 1)[0]
+    assert pod_metadata.count("app.kubernetes.io/component:") == 1, pod_metadata
+
+
+def test_a_pod_label_that_would_break_the_selector_fails_clearly(helm: Helm) -> None:
+    result = helm.template({"podLabels": {"app.kubernetes.io/name": "other"}})
+    assert result.returncode != 0
+    assert "podLabels.app.kubernetes.io/name: the DaemonSet selects its pods by this label" in (
+        result.stderr
+    )
+    same = helm.render({"podLabels": {"app.kubernetes.io/instance": RELEASE}})
+    assert (
+        only(same, "DaemonSet")["spec"]["template"]["metadata"]["labels"][
+            "app.kubernetes.io/instance"
+        ]
+        == RELEASE
+    )
+
+
 def test_default_node_selector_can_be_removed(helm: Helm) -> None:
     spec = pod_spec(helm.render({"nodeSelector": {"nvidia.com/gpu.present": None}}))
     assert "nodeSelector" not in spec

@@ -34,6 +34,20 @@ app.kubernetes.io/component: allocation-watcher
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/*
+The pod's labels: the chart's, then podLabels, which may replace any of them
+but the selector's: a pod the DaemonSet does not select could never be created.
+*/}}
+{{- define "allocwatch.podLabels" -}}
+{{- $selector := include "allocwatch.selectorLabels" . | fromYaml }}
+{{- range $key, $value := .Values.podLabels }}
+{{- if and (hasKey $selector $key) (ne (toString $value) (get $selector $key)) }}
+{{- fail (printf "podLabels.%s: the DaemonSet selects its pods by this label, so it stays %q (set nameOverride, or name the release, to change it)" $key (get $selector $key)) }}
+{{- end }}
+{{- end }}
+{{- toYaml (merge (dict) (.Values.podLabels | default dict) (include "allocwatch.labels" . | fromYaml)) }}
+{{- end }}
+
 {{/* repository[:tag][@digest]; the tag defaults to appVersion. */}}
 {{- define "allocwatch.image" -}}
 {{- $tag := .Values.image.tag | default .Chart.AppVersion | toString }}
