@@ -213,7 +213,7 @@ def test_metrics_disabled_drops_port_and_probes(helm: Helm) -> None:
 
 def test_resources_leave_headroom_over_measured_rss(helm: Helm) -> None:
     resources = container(helm.render())["resources"]
-    assert resources["requests"] == {"cpu": "10m", "memory": "48Mi"}
+    assert resources["requests"] == {"cpu": "10m", "memory": "64Mi"}
     assert resources["limits"] == {"cpu": "100m", "memory": "128Mi"}
 
 
