@@ -17,7 +17,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop lint proto bench bench-breakdown bench-compare image image-fakeplugin image-size upstream \
+.PHONY: venv test interop lint proto bench bench-breakdown bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 venv: $(VENV)/.installed
@@ -63,6 +63,10 @@ upstream:
 ## image: build the watcher image (BASE_IMAGE=... for a local base)
 image:
 	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) --build-arg VERSION=$(IMAGE_TAG) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) -t $(IMAGE) .
+
+## image-lock: re-resolve image/requirements.txt, the image's pinned and hashed dependencies
+image-lock:
+	hack/lock-image.sh
 
 ## image-fakeplugin: the fake device plugin used by the e2e tests
 image-fakeplugin:

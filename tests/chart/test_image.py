@@ -6,12 +6,15 @@ import re
 import tomllib
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.chart.helmtool import REPO_ROOT
 
 DOCKERFILE = REPO_ROOT / "image" / "Dockerfile"
 IGNORE = REPO_ROOT / "image" / "Dockerfile.dockerignore"
 ROOT_IGNORE = REPO_ROOT / ".dockerignore"
+LOCK = REPO_ROOT / "image" / "requirements.txt"
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -85,7 +88,53 @@ def test_builder_uses_python3_venv_and_installs_the_package() -> None:
     body = dict(stages())["builder"]
     run = " ".join(rest for word, rest in body if word == "RUN")
     assert "python3 -m venv /opt/venv" in run
-    assert "/opt/venv/bin/pip install" in run
+    installs = [
+        rest for word, rest in body if word == "RUN" and "/opt/venv/bin/pip install" in rest
+    ]
+    assert len(installs) == 2, installs
+    # The lock first, every file checked against its hash; then the package,
+    # which may pull in nothing the lock does not hold.
+    assert "--require-hashes --no-deps -r requirements.txt" in installs[0]
+    assert "--no-deps ." in installs[1]
+    assert "/opt/venv/bin/pip check" in installs[1]
+
+
+def locked() -> dict[str, tuple[str, list[str]]]:
+    """name -> (pinned version, sha256 hashes) from the image's lock file."""
+    text = LOCK.read_text().replace("\\\n", " ")
+    entries: dict[str, tuple[str, list[str]]] = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        spec, *options = line.split(" --")
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)", spec.strip())
+        assert m, f"{LOCK.name}: not an exact pin: {line}"
+        hashes = [o.strip().removeprefix("hash=sha256:") for o in options if o.startswith("hash=")]
+        entries[canonicalize_name(m[1])] = (m[2], hashes)
+    return entries
+
+
+def test_image_lock_pins_every_runtime_dependency_within_pyproject() -> None:
+    """A lock left behind by a change to the dependencies fails here, not in the image."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    lock = locked()
+    for dependency in project["dependencies"]:
+        req = Requirement(dependency)
+        name = canonicalize_name(req.name)
+        assert name in lock, f"{req.name} is not in {LOCK.name}: run make image-lock"
+        version, hashes = lock[name]
+        assert req.specifier.contains(version), (
+            f"{LOCK.name} pins {req.name}=={version}, outside pyproject's {req.specifier}"
+        )
+        assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), req.name
+    extras = {
+        canonicalize_name(Requirement(d).name)
+        for group in project["optional-dependencies"].values()
+        for d in group
+    }
+    assert not extras & lock.keys(), "test and e2e tools stay out of the image"
+    assert all(hashes for _, hashes in lock.values()), "--require-hashes needs a hash on every line"
 
 
 def test_runtime_environment_and_labels() -> None:
@@ -103,7 +152,10 @@ def test_runtime_environment_and_labels() -> None:
         assert needle in text, needle
 
 
-@pytest.mark.parametrize("source", ["pyproject.toml", "README.md", "allocwatch", "e2e/fakeplugin"])
+@pytest.mark.parametrize(
+    "source",
+    ["pyproject.toml", "README.md", "allocwatch", "image/requirements.txt", "e2e/fakeplugin"],
+)
 def test_copied_sources_are_allowed_by_the_context_filter(source: str) -> None:
     patterns = ignore_patterns()
     assert patterns[0] == "*", "the filter is an allow-list"
