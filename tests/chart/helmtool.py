@@ -35,6 +35,26 @@ def helm_binary() -> str:
     return found
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """Refuses a key written twice in one mapping.
+
+    PyYAML keeps the last, while the API server's strict decoding refuses
+    the object, so a template that repeats a key must fail here.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 @dataclass
 class Result:
     returncode: int
@@ -43,7 +63,7 @@ class Result:
 
     def objects(self) -> list[dict[str, Any]]:
         assert self.returncode == 0, self.stderr
-        return [doc for doc in yaml.safe_load_all(self.stdout) if doc]
+        return [doc for doc in yaml.load_all(self.stdout, Loader=_UniqueKeyLoader) if doc]
 
 
 class Helm:
