@@ -40,6 +40,9 @@ _LINE_BREAKS = re.compile(r"\s*\n\s*")
 
 
 def configure(log_format: str = "text", level: str = "info") -> None:
+    # Neither format shows the process or thread; left on, every record asks
+    # the kernel for the pid, a syscall on each change the watcher logs.
+    logging.logProcesses = logging.logThreads = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonFormatter())

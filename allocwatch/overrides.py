@@ -408,11 +408,11 @@ def write_atomic(path: Path, text: str, previous_mtime_ns: int | None = None) ->
             written = 0
             while written < len(data):
                 written += os.write(fd, data[written:])
-            os.fchmod(fd, FILE_MODE)  # the umask may have narrowed it
-            if previous_mtime_ns is not None:
-                st = os.fstat(fd)
-                if st.st_mtime_ns <= previous_mtime_ns:
-                    os.utime(fd, ns=(st.st_atime_ns, previous_mtime_ns + 1_000_000))
+            st = os.fstat(fd)
+            if st.st_mode & 0o7777 != FILE_MODE:
+                os.fchmod(fd, FILE_MODE)  # the umask narrowed it, or a leftover had another
+            if previous_mtime_ns is not None and st.st_mtime_ns <= previous_mtime_ns:
+                os.utime(fd, ns=(st.st_atime_ns, previous_mtime_ns + 1_000_000))
         finally:
             os.close(fd)
         os.rename(tmp, path)
@@ -433,7 +433,8 @@ class OverridesPublisher:
     An idle poll reads the (small) file and compares bytes with the last
     parse; it parses only when they differ, and takes the lock only when a
     write is needed: the file is only ever replaced by rename, so an unlocked
-    read always sees a whole document. Comparing content, not stat identity,
+    read always sees a whole document. A poll with new readings reads the
+    file only under the lock. Comparing content, not stat identity,
     matters because two same-size rewrites within one timestamp tick can reuse
     an inode number and look unchanged.
     """
@@ -513,8 +514,11 @@ class OverridesPublisher:
 
         # Check without the lock first: the file is only ever replaced by
         # rename, so this read sees a whole document, and idle polls stay
-        # off the lock that nvml-mock-ctl also takes.
-        if not needed()[0]:
+        # off the lock that nvml-mock-ctl also takes. When the document last
+        # seen lacks the change, a write is all but certain and the read
+        # would only be repeated under the lock, so it is skipped.
+        seen = self._cache_doc
+        if (not create or seen is None or satisfied(seen)) and not needed()[0]:
             return PublishResult(wrote=False)
         if not self.path.parent.is_dir():
             # Never create nvml-mock's directories (it may be uninstalled).

@@ -104,6 +104,20 @@ def test_lock_timeout_skips_the_publish(target: Path, holder: subprocess.Popen[s
     assert not target.exists()
 
 
+def test_an_idle_publish_stays_off_a_held_lock(target: Path) -> None:
+    # nvml-mock-ctl may hold the lock for a while; a poll with nothing to
+    # write must neither wait for it nor fail.
+    pub = OverridesPublisher(target, lock_timeout=0.3)
+    pub.publish({0: MemoryReading(1, 2)})
+    holder = hold_lock(Path(str(target) + ".lock"))
+    try:
+        assert not pub.publish({0: MemoryReading(1, 2)}).wrote
+        with pytest.raises(PublishError, match="still held"):
+            pub.publish({0: MemoryReading(3, 0)})
+    finally:
+        release(holder)
+
+
 def test_shutdown_cancels_a_lock_wait(target: Path, holder: subprocess.Popen[str]) -> None:
     stop = threading.Event()
     stop.set()
@@ -140,14 +154,19 @@ def test_a_filesystem_without_flock_refuses_rather_than_locking_alone(
     assert not target.exists()
 
 
-def test_the_lock_file_is_created_0644_whatever_the_umask(target: Path) -> None:
-    # A 0600 lock file would keep a non-root nvml-mock-ctl from opening it.
+def test_the_lock_and_override_files_are_0644_whatever_the_umask(target: Path) -> None:
+    # A 0600 lock file would keep a non-root nvml-mock-ctl from opening it,
+    # and a 0600 override file would keep a non-root NVML process from reading it.
     old = os.umask(0o077)
     try:
-        OverridesPublisher(target).publish({0: MemoryReading(1, 2)})
+        pub = OverridesPublisher(target)
+        pub.publish({0: MemoryReading(1, 2)})
+        assert stat.S_IMODE(target.stat().st_mode) == 0o644
+        pub.publish({0: MemoryReading(3, 0)})  # a rewrite, through the temp file
     finally:
         os.umask(old)
     assert stat.S_IMODE(Path(str(target) + ".lock").stat().st_mode) == 0o644
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
 
 
 def test_a_replaced_lock_file_is_the_one_locked(target: Path) -> None:

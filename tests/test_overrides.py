@@ -472,6 +472,38 @@ def test_equivalent_document_written_by_others_is_not_rewritten(target: Path) ->
     assert not pub.publish({0: R(1, 2)}).wrote
 
 
+def test_a_due_write_reads_the_file_once_and_an_idle_poll_once(
+    target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2)})
+    reads: list[Path] = []
+    real_read = overrides.read_regular_file
+    monkeypatch.setattr(
+        overrides, "read_regular_file", lambda path: reads.append(path) or real_read(path)
+    )
+    assert pub.publish({0: R(3, 0)}).wrote  # under the lock only: the last document lacked it
+    assert len(reads) == 1
+    assert not pub.publish({0: R(3, 0)}).wrote  # without the lock
+    assert len(reads) == 2
+
+
+def test_a_write_due_by_the_last_document_is_checked_again_under_the_lock(
+    target: Path,
+) -> None:
+    pub = OverridesPublisher(target)
+    pub.publish({0: R(1, 2)})
+    # Another writer publishes what we are about to, after our last look.
+    other = "devices:\n  '0':\n    memory: {free_bytes: 0, used_bytes: 3}\nversion: 1\n"
+    tmp = target.with_name("other.tmp")
+    tmp.write_text(other)
+    tmp.rename(target)
+    before = target.stat()
+    assert not pub.publish({0: R(3, 0)}).wrote
+    assert target.read_text() == other
+    assert target.stat().st_ino == before.st_ino
+
+
 def test_later_publish_wins(target: Path) -> None:
     pub = OverridesPublisher(target)
     pub.publish({0: R(9999, 1)})
