@@ -71,14 +71,16 @@ def claims_from_response(
 
 
 class ClaimDecoder:
-    """claims_from_response for a List whose pods are still encoded.
+    """claims_from_response for a List response still in its wire bytes.
 
-    Decodes only the pods that can hold a claim: protobuf stores strings
-    verbatim, so a pod holding a watched resource contains its name's bytes,
-    and a pod without them is skipped undecoded (a false match only costs a
-    decode). Between two polls nearly every pod is byte-for-byte the same, so
-    the claims of the previous List's pods are reused rather than scanned
-    again; only that List's pods are remembered.
+    A List identical to the previous one, as on an idle node, gives that
+    List's claims again without being decoded. Otherwise only the pods that
+    can hold a claim are decoded: protobuf stores strings verbatim, so a pod
+    holding a watched resource contains its name's bytes, and a pod without
+    them is skipped undecoded (a false match only costs a decode). Between two
+    polls nearly every pod is byte-for-byte the same, so the claims of the
+    previous List's pods are reused rather than scanned again; only that
+    List's pods are remembered.
     """
 
     def __init__(self, resource_names: Set[str]) -> None:
@@ -87,24 +89,37 @@ class ClaimDecoder:
             b"|".join(re.escape(n.encode()) for n in sorted(self.resource_names))
         )
         self._previous: dict[bytes, list[Claim]] = {}
+        self._previous_response: bytes | None = None
+        self._previous_claims: list[Claim] = []
 
-    def __call__(self, response: api_pb2.EncodedPodResourcesList) -> list[Claim]:
-        """One claim per (pod, container, device id), in List order, no de-duplication."""
+    def __call__(self, response: bytes) -> list[Claim]:
+        """One claim per (pod, container, device id), in List order, no de-duplication.
+
+        Raises DecodeError for a response that is not a ListPodResourcesResponse.
+        """
+        if response == self._previous_response:
+            return list(self._previous_claims)
         previous, current = self._previous, {}
         claims: list[Claim] = []
-        for encoded in response.pod_resources:
+        for encoded in _parse_list(response).pod_resources:
             pod_claims = previous.get(encoded)
             if pod_claims is None:
                 pod_claims = self._decode(encoded)
             current[encoded] = pod_claims
             claims.extend(pod_claims)
         self._previous = current
-        return claims
+        self._previous_response, self._previous_claims = response, claims
+        return list(claims)
 
     def _decode(self, encoded: bytes) -> list[Claim]:
         if not self.resource_names or not self._mentions_a_name.search(encoded):
             return []
         return _pod_claims(api_pb2.PodResources.FromString(encoded), self.resource_names)
+
+
+# The response's pods, each still encoded (EncodedPodResourcesList in
+# protos/allocwatch/kubeletapi/podresources/v1/api.proto).
+_parse_list = api_pb2.EncodedPodResourcesList.FromString
 
 
 def _pod_claims(pod: api_pb2.PodResources, resource_names: Set[str]) -> list[Claim]:
@@ -145,11 +160,11 @@ def open_channel(socket_path: str) -> grpc.Channel:
 
 
 def list_callable(channel: grpc.Channel, **options: Any) -> grpc.UnaryUnaryMultiCallable:
-    """The generated stub's List, but answering with the pods still encoded (see ClaimDecoder)."""
+    """The generated stub's List, but answering with the response's bytes (see ClaimDecoder)."""
     return channel.unary_unary(
         LIST_METHOD,
         request_serializer=api_pb2.ListPodResourcesRequest.SerializeToString,
-        response_deserializer=api_pb2.EncodedPodResourcesList.FromString,
+        response_deserializer=None,
         **options,
     )
 
@@ -237,10 +252,9 @@ class PodResourcesClient:
         try:
             return self._decode(response)
         except DecodeError as exc:
-            # What grpc reports as INTERNAL when it decodes a whole response.
+            # What grpc would report as INTERNAL, had it decoded the response.
             raise ListError(
-                f"list pod resources at {self.socket_path}: a pod in the response "
-                f"does not decode: {exc}"
+                f"list pod resources at {self.socket_path}: the response does not decode: {exc}"
             ) from exc
 
     def close(self) -> None:

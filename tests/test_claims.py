@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from allocwatch import podresources
 from allocwatch.kubeletapi.podresources.v1 import api_pb2
 from allocwatch.podresources import (
     DEFAULT_RESOURCE_NAMES,
@@ -23,8 +24,7 @@ ClaimsOf = Callable[[api_pb2.ListPodResourcesResponse, Set[str]], list[Claim]]
 
 
 def _via_encoded(resp: api_pb2.ListPodResourcesResponse, names: Set[str]) -> list[Claim]:
-    wire = resp.SerializeToString()
-    return ClaimDecoder(names)(api_pb2.EncodedPodResourcesList.FromString(wire))
+    return ClaimDecoder(names)(resp.SerializeToString())
 
 
 @pytest.fixture(params=["decoded", "encoded"])
@@ -138,5 +138,26 @@ def test_one_decoder_across_changing_lists_matches_full_decoding() -> None:
             pods[rng.randrange(len(pods))] = _random_pod(rng, rng.randrange(1000))
         listed = rng.sample(pods, rng.randrange(len(pods))) + pods[:2]  # some pods twice
         resp = build_response(listed)
-        wire = api_pb2.EncodedPodResourcesList.FromString(resp.SerializeToString())
-        assert decode(wire) == claims_from_response(resp, NAMES)
+        wanted = claims_from_response(resp, NAMES)
+        assert decode(resp.SerializeToString()) == wanted
+        assert decode(resp.SerializeToString()) == wanted  # the same List again
+
+
+def test_an_unchanged_list_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(5)
+    pods = [_random_pod(rng, i) for i in range(30)]
+    decode = ClaimDecoder(NAMES)
+    parsed: list[bytes] = []
+    real_parse = podresources._parse_list
+    monkeypatch.setattr(
+        podresources, "_parse_list", lambda wire: parsed.append(wire) or real_parse(wire)
+    )
+    wire = build_response(pods).SerializeToString()
+    first = decode(wire)
+    first.append(first[0])  # the caller's list is its own
+    again = decode(bytes(wire))  # equal bytes, another object
+    assert again == claims_from_response(build_response(pods), NAMES)
+    assert len(parsed) == 1
+    changed = build_response(pods[::-1])
+    assert decode(changed.SerializeToString()) == claims_from_response(changed, NAMES) != again
+    assert len(parsed) == 2
