@@ -518,7 +518,8 @@ class OverridesPublisher:
         # seen lacks the change, a write is all but certain and the read
         # would only be repeated under the lock, so it is skipped.
         seen = self._cache_doc
-        if (not create or seen is None or satisfied(seen)) and not needed()[0]:
+        write_due = create and seen is not None and not satisfied(seen)
+        if not write_due and not needed()[0]:
             return PublishResult(wrote=False)
         if not self.path.parent.is_dir():
             # Never create nvml-mock's directories (it may be uninstalled).
