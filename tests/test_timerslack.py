@@ -1,0 +1,91 @@
+"""Timer slack: set for a block and the threads it starts; grpc's threads start with it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from allocwatch.podresources import GRPC_TIMER_SLACK_NS
+from allocwatch.timerslack import timer_slack
+from tests.support.fakekubelet import REPO_ROOT
+
+SLACK = 7_000_000
+
+
+def slack_of(tid: int) -> int:
+    """The kernel's record, not prctl's: what timer_slack is tested against."""
+    return int(Path(f"/proc/{tid}/timerslack_ns").read_text())
+
+
+def slack_of_a_thread_started_now() -> int:
+    seen: list[int] = []
+    thread = threading.Thread(target=lambda: seen.append(slack_of(threading.get_native_id())))
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+def test_the_block_and_threads_it_starts_get_the_slack_and_the_caller_its_own_back() -> None:
+    own = threading.get_native_id()
+    before = slack_of(own)
+    assert before != SLACK
+    with timer_slack(SLACK):
+        inside = slack_of(own)
+        started_inside = slack_of_a_thread_started_now()
+    assert inside == started_inside == SLACK
+    assert slack_of(own) == before
+    assert slack_of_a_thread_started_now() == before
+
+
+def test_the_callers_slack_comes_back_when_the_block_raises() -> None:
+    own = threading.get_native_id()
+    before = slack_of(own)
+    with pytest.raises(RuntimeError), timer_slack(2 * SLACK):
+        assert slack_of(own) == 2 * SLACK != before
+        raise RuntimeError("in the block")
+    assert slack_of(own) == before
+
+
+# In a fresh interpreter, so that this channel is the one that starts grpc.
+_OPEN_A_CHANNEL = """
+import json, os, sys, threading
+from pathlib import Path
+from allocwatch.podresources import open_channel
+
+def slack(tid):
+    return int(Path(f"/proc/{tid}/timerslack_ns").read_text())
+
+tasks = Path("/proc/self/task")
+before = set(os.listdir(tasks))
+own = threading.get_native_id()
+own_before = slack(own)
+channel = open_channel(sys.argv[1])  # no server needed: the channel starts grpc's threads
+started = {t: [(tasks / t / "comm").read_text().strip(), slack(t)]
+           for t in set(os.listdir(tasks)) - before}
+print(json.dumps({"own": [own_before, slack(own)], "started": started}))
+channel.close()
+"""
+
+
+def test_grpcs_threads_start_with_the_slack_and_the_caller_keeps_its_own(
+    short_tmp: Path,
+) -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _OPEN_A_CHANNEL, str(short_tmp / "kubelet.sock")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    seen = json.loads(run.stdout)
+    own_before, own_after = seen["own"]
+    assert own_after == own_before != GRPC_TIMER_SLACK_NS
+    started = seen["started"].values()
+    assert "event_engine" in {name for name, _ in started}, started
+    assert {slack for _, slack in started} == {GRPC_TIMER_SLACK_NS}, started
