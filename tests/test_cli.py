@@ -325,12 +325,15 @@ def test_not_ready_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None
     assert " ERROR " not in log  # and not again by the watcher, without the path
 
 
-def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path) -> None:
+@pytest.mark.parametrize("listening", [False, True], ids=["absent", "not-grpc"])
+def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path, listening: bool) -> None:
+    path = short_tmp / "k.sock"
+    listener = _listening_without_grpc(path) if listening else None
     proc = subprocess.Popen(
         [
             *CMD,
             "--socket",
-            str(short_tmp / "never.sock"),
+            str(path),
             "--driver-root",
             str(driver_root),
             "--metrics-address",
@@ -342,11 +345,19 @@ def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path) -> None
         text=True,
         cwd=REPO_ROOT,
     )
-    eventually(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
+    if listener is not None:
+        # Connected: the dial's call is in flight, waiting for an answer that never comes.
+        listener.settimeout(30)
+        conn, _ = listener.accept()
+    else:
+        eventually(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=5) == 0
     assert time.monotonic() - started < 1.0
+    if listener is not None:
+        conn.close()
+        listener.close()
 
 
 def running_with_a_hung_list(kubelet: FakeKubelet, driver_root: Path) -> tuple[Running, Path]:

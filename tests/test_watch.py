@@ -10,11 +10,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from allocwatch import podresources
 from allocwatch.metrics import Metrics
 from allocwatch.overrides import OverridesPublisher, parse_document
-from allocwatch.podresources import PodResourcesClient
+from allocwatch.podresources import PodResourcesClient, open_channel
 from allocwatch.profile import ProfileSource
 from allocwatch.watch import LIST_ERROR, NO_PROFILE, OK, PUBLISH_ERROR, Watcher
 from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
@@ -542,6 +544,47 @@ def test_missing_socket_is_reported_by_the_dial(short_tmp: Path) -> None:
     assert not client.wait_ready(2)
     assert 1.5 < time.monotonic() - started < 5
     client.close()
+
+
+def test_the_dial_finds_a_kubelet_that_starts_late(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+
+    def counting_open_channel(socket_path: str) -> grpc.Channel:
+        opened.append(socket_path)
+        return open_channel(socket_path)
+
+    monkeypatch.setattr(podresources, "open_channel", counting_open_channel)
+    kubelet = FakeKubelet(short_tmp / "late.sock")
+    client = PodResourcesClient(kubelet.socket_path)
+    dialled: list[bool] = []
+    dial = threading.Thread(target=lambda: dialled.append(client.wait_ready(20)))
+    dial.start()
+    try:
+        # A second channel: the first attempt found no socket and was retried.
+        eventually(lambda: len(opened) >= 2, what="a retried dial")
+        kubelet.start()
+        started = time.monotonic()
+        dial.join(10)
+        assert dialled == [True]
+        assert time.monotonic() - started < 3
+    finally:
+        kubelet.stop()
+        dial.join(20)
+        client.close()
+
+
+def test_the_dial_leaves_no_thread_behind(kubelet: FakeKubelet) -> None:
+    # grpc.channel_ready_future would: a thread watching the channel on
+    # grpc's (slack-delayed) timers, which closing the channel then waits for.
+    before = set(threading.enumerate())
+    client = PodResourcesClient(kubelet.socket_path)
+    try:
+        assert client.wait_ready(5)
+        assert set(threading.enumerate()) == before
+    finally:
+        client.close()
 
 
 def test_fast_interval_polls_repeatedly_and_stops_cleanly(
