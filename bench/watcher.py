@@ -196,8 +196,10 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
             m0, c0 = scrape(port), cpu_seconds(proc.pid)
             main0 = thread_cpu_seconds(proc.pid, proc.pid)
             time.sleep(idle_s)
-            m1, c1 = scrape(port), cpu_seconds(proc.pid)
-            main1 = thread_cpu_seconds(proc.pid, proc.pid)
+            # The CPU clocks before each scrape: serving /metrics is the
+            # benchmark's cost, not a poll's (1.5-2.6 ms of the watcher's CPU each).
+            c1, main1 = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
+            m1 = scrape(port)
             idle_polls = polls(m1) - polls(m0)
             writes.drain()
             idle_writes = writes.writes - w0
@@ -220,9 +222,9 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
                 if not writes.wait_for(readings.used, want, 10 * seconds + 5):
                     raise RuntimeError("change never reached the file")
                 latencies.append(time.monotonic() - t0)
-            b1, busy_s = scrape(port), time.monotonic() - busy_start
-            c2 = cpu_seconds(proc.pid)
-            main2 = thread_cpu_seconds(proc.pid, proc.pid)
+            busy_s = time.monotonic() - busy_start
+            c2, main2 = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
+            b1 = scrape(port)
             busy_polls = polls(b1) - polls(b0)
             writes.drain()
             busy_writes = writes.writes - wb0
