@@ -7,10 +7,9 @@ fractions would differ by a byte on some sizes).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from allocwatch.profile import Device
 
@@ -18,8 +17,9 @@ if TYPE_CHECKING:  # only a type here: importing it would load grpc into every u
     from allocwatch.podresources import Claim
 
 
-@dataclass(frozen=True)
-class MemoryReading:
+class MemoryReading(NamedTuple):
+    """A device's two published byte counts. A tuple: made 8 times a poll, cheaply."""
+
     used_bytes: int
     free_bytes: int
 
@@ -42,7 +42,7 @@ def reading_for(device: Device, claims: int, fraction: float) -> MemoryReading:
     room = aperture(device)
     per_claim = int(float(room) * fraction)
     used = min(per_claim * claims, room)
-    return MemoryReading(used_bytes=used, free_bytes=room - used)
+    return MemoryReading(used, room - used)
 
 
 def reconcile(
@@ -54,12 +54,12 @@ def reconcile(
     devices that share a uuid both count its claims, as upstream counts
     claims per uuid and looks each device's uuid up.
     """
-    known = {d.uuid for d in devices if d.uuid}
-    per_uuid: Counter[str] = Counter()
+    per_uuid = {d.uuid: 0 for d in devices if d.uuid}
     unknown: list[str] = []
     for claim in claims:
-        uuid = claim.physical_id
-        if uuid in known:
+        # physical_device_id, inline: this runs once per claim on every poll
+        uuid = claim.device_id.split("::", 1)[0]
+        if uuid in per_uuid:
             per_uuid[uuid] += 1
         else:
             unknown.append(claim.device_id)
