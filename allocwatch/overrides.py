@@ -242,10 +242,20 @@ def _shape(node: Any, integers: list[int]) -> Any:
         integers.append(node)
         return int
     if kind is dict:
-        # sorted, as render_document writes them; keys are text (see _StrictLoader)
-        return dict, tuple((k, _shape(node[k], integers)) for k in sorted(node))
+        # sorted, as render_document writes them; keys are text (see _StrictLoader).
+        # Integer values inline: this runs for every node of every write, and
+        # most values are our byte counts.
+        items = []
+        for key in sorted(node):
+            value = node[key]
+            if type(value) is int:
+                integers.append(value)
+                items.append((key, int))
+            else:
+                items.append((key, _shape(value, integers)))
+        return dict, tuple(items)
     if kind is list:
-        return list, tuple(_shape(item, integers) for item in node)
+        return list, tuple([_shape(item, integers) for item in node])
     return kind, repr(node) if kind is float else node
 
 
