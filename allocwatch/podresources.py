@@ -17,6 +17,7 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from allocwatch.kubeletapi.podresources.v1 import api_pb2
+from allocwatch.reconcile import physical_device_id
 from allocwatch.timerslack import timer_slack
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
@@ -78,10 +79,6 @@ class Claim:
     def physical_id(self) -> str:
         """The GPU behind a time-slicing/MPS replica id `GPU-<uuid>::<n>`."""
         return physical_device_id(self.device_id)
-
-
-def physical_device_id(device_id: str) -> str:
-    return device_id.split("::", 1)[0]
 
 
 def claims_from_response(

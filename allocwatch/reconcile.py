@@ -31,6 +31,11 @@ class Reconciliation:
     unknown_ids: tuple[str, ...] = field(default=())
 
 
+def physical_device_id(device_id: str) -> str:
+    """The GPU behind a time-slicing/MPS replica id `GPU-<uuid>::<n>`; other ids as they are."""
+    return device_id.split("::", 1)[0]
+
+
 def aperture(device: Device) -> int:
     """Usable memory: total - reserved, or 0 when reserved exceeds total."""
     if device.reserved_bytes > device.total_bytes:
@@ -57,8 +62,7 @@ def reconcile(
     per_uuid = {d.uuid: 0 for d in devices if d.uuid}
     unknown: list[str] = []
     for claim in claims:
-        # physical_device_id, inline: this runs once per claim on every poll
-        uuid = claim.device_id.split("::", 1)[0]
+        uuid = physical_device_id(claim.device_id)
         if uuid in per_uuid:
             per_uuid[uuid] += 1
         else:
