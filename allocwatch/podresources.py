@@ -27,7 +27,11 @@ DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
 # the %-encoded socket path, which strict HTTP/2 servers reject. The size limit
 # matches other pod-resources clients (a node with many pods exceeds 4 MiB).
 # Short reconnect backoff: after a kubelet restart the socket returns within
-# seconds and we want the next poll to find it, not a 2-minute backoff.
+# seconds and we want the next poll to find it, not a 2-minute backoff. Not
+# `grpc.min_reconnect_backoff_ms`: despite its name it is the connect timeout,
+# and a kubelet slow to answer a new connection (under load, or with grpc's
+# timers late by GRPC_TIMER_SLACK_NS) would fail every attempt; our deadlines
+# (List's, the dial's) bound the wait instead.
 # No BDP probing: it tunes the flow-control window to a network's bandwidth-
 # delay product, which a local socket does not have, and the ping and timer it
 # adds to each response keep grpc's thread pool waking for the next second
@@ -36,7 +40,6 @@ CHANNEL_OPTIONS = (
     ("grpc.default_authority", "localhost"),
     ("grpc.max_receive_message_length", 16 << 20),
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
     ("grpc.http2.bdp_probe", 0),
 )

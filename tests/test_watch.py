@@ -21,6 +21,7 @@ from allocwatch.profile import ProfileSource
 from allocwatch.watch import LIST_ERROR, NO_PROFILE, OK, PUBLISH_ERROR, Watcher
 from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
+from tests.support.slowaccept import SlowAcceptRelay
 
 IDLE = {"used_bytes": 0, "free_bytes": A100_APERTURE}
 HALF = {"used_bytes": A100_HALF, "free_bytes": A100_APERTURE - A100_HALF}
@@ -290,6 +291,23 @@ def test_hung_kubelet_hits_the_deadline(
     kubelet.set_hang(0)
     assert r.watcher.poll().result == OK
     r.close()
+
+
+def test_a_kubelet_slow_to_answer_a_new_connection_is_still_listed(
+    kubelet: FakeKubelet, short_tmp: Path
+) -> None:
+    # grpc gives up on a connection that has not seen the server's SETTINGS
+    # by its connect timeout; only List's deadline may end this wait.
+    kubelet.set_pods([gpu_pod("ml", "a", [A100_UUIDS[0]])])
+    with SlowAcceptRelay(short_tmp / "slow.sock", kubelet.socket_path, delay=2.0) as relay:
+        client = PodResourcesClient(relay.socket_path, call_timeout=5.0)
+        try:
+            started = time.monotonic()
+            claims = client.list_claims()
+            assert time.monotonic() - started >= 2.0
+        finally:
+            client.close()
+    assert [c.device_id for c in claims] == [A100_UUIDS[0]]
 
 
 def test_profile_missing_then_appearing(kubelet: FakeKubelet, tmp_path: Path) -> None:
