@@ -48,10 +48,10 @@ class SlowAcceptRelay:
             threading.Thread(target=self._relay, args=(client,), daemon=True).start()
 
     def _relay(self, client: socket.socket) -> None:
-        time.sleep(self.delay)
         server = socket.socket(socket.AF_UNIX)
-        with self._lock:
+        with self._lock:  # closed on exit even while still waiting
             self._sockets += [client, server]
+        time.sleep(self.delay)
         try:
             server.connect(self.upstream)
         except OSError:
