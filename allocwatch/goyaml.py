@@ -151,19 +151,30 @@ def go_text(value: Any) -> str:
 
 
 def key_text(key: Any) -> Any:
-    """The text sigs.k8s.io/yaml makes of a scalar map key, where it is plain to tell.
+    """The text sigs.k8s.io/yaml makes of a scalar map key; other keys are kept.
 
-    An int is its decimal text, a bool "true"/"false", and a float holding a
-    whole number under a million its digits (Go writes float keys with %g at
-    float32 precision, so `1.0:` is "1", device 1's key). Other keys are kept.
+    An int is its decimal text, a bool "true"/"false", and a float Go's
+    FormatFloat(key, 'g', -1, 32), with infinities and NaN as `.inf`, `-.inf`
+    and `.nan` (so `1.0:` is "1", device 1's key, and `1e6:` is "1e+06").
+    A `!!binary` key is its bytes as text, as go-yaml decodes it; one that is
+    not UTF-8 is kept as bytes, which the caller refuses, since JSON, which
+    the engine reads the file through, would rename it.
     """
     if isinstance(key, bool):
         return "true" if key else "false"
     if isinstance(key, int):
         return str(key)
-    if isinstance(key, float) and key.is_integer() and abs(key) < 1e6:
-        return go_text(key)
+    if isinstance(key, float):
+        return _FLOAT_KEY_WORDS.get(text := _float32_g(key), text)
+    if isinstance(key, bytes):
+        try:
+            return key.decode()
+        except UnicodeDecodeError:
+            return key
     return key
+
+
+_FLOAT_KEY_WORDS = {"+Inf": ".inf", "-Inf": "-.inf", "NaN": ".nan"}
 
 
 _LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

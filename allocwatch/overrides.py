@@ -86,13 +86,13 @@ class _StrictLoader(goyaml.GoYamlLoader):
             key = goyaml.key_text(key)  # so `1:` and `"1":` are the same key, as in Go
             if key is None:
                 raise yaml.constructor.ConstructorError(None, None, "a null key", mark)
-            try:
-                duplicate = key in mapping
-            except TypeError:
+            if not isinstance(key, str):
+                # a map or list as a key (go-yaml refuses those), or binary
+                # that is not text; every key must be text for us to sort and write
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"unhashable key {key!r}", mark
-                ) from None
-            if duplicate:
+                    None, None, f"key {key!r} is not one the engine can name as text", mark
+                )
+            if key in mapping:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping

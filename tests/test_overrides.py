@@ -73,14 +73,60 @@ def test_an_integral_float_version_is_kept_as_that_int() -> None:
         ("devices: {1.0: {a: 1}}", {"devices": {"1": {"a": 1}}}),
         ("devices: {0x2: {a: 1}}", {"devices": {"2": {"a": 1}}}),
         (
-            "all: {y: 1, off: 2, -0.0: 3, 0.5: 4, 1e6: 5}",
-            {"all": {"true": 1, "false": 2, "-0": 3, 0.5: 4, 1e6: 5}},
+            "all: {y: 1, off: 2, -0.0: 3, 0.5: 4, 1e6: 5, 16777217.0: 6, 0.1: 7}",
+            {
+                "all": {
+                    "true": 1,
+                    "false": 2,
+                    "-0": 3,
+                    "0.5": 4,
+                    "1e+06": 5,
+                    "1.6777216e+07": 6,  # float32 precision, as Go writes it
+                    "0.1": 7,
+                }
+            },
         ),
+        ("all: {.inf: 1, -.Inf: 2, .NaN: 3, 1e40: 4}", None),
+        ("all: {!!binary aGk=: 1}", {"all": {"hi": 1}}),
     ],
 )
 def test_keys_are_named_as_the_engine_names_them(text: str, expected: object) -> None:
-    """sigs.k8s.io/yaml turns int, bool and small whole float keys into their text."""
+    """sigs.k8s.io/yaml turns int, bool, float and binary keys into text."""
+    if expected is None:  # 1e40 is beyond float32: an infinity too, so a duplicate
+        with pytest.raises(DocumentError, match=r"duplicate key '\.inf'"):
+            parse_document(text)
+        assert parse_document(text.replace(", 1e40: 4", "")) == {
+            "all": {".inf": 1, "-.inf": 2, ".nan": 3}
+        }
+        return
     assert parse_document(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "all:\n  fan: {1.5: x, speed_percent: 60}\n",
+        "devices: {'3': {a: 1}, 1e6: {b: 2}}\n",
+        "all: {.inf: 1, z: 2}\n",
+        "all: {!!binary aGk=: 1, b: 2}\n",
+    ],
+)
+def test_a_document_with_float_or_binary_keys_is_merged_and_written(
+    tmp_path: Path, text: str
+) -> None:
+    """Every key is text once read, so a map mixing them with names still sorts and renders."""
+    path = tmp_path / "overrides.yaml"
+    path.write_text(text)
+    before = parse_document(text)
+    result = OverridesPublisher(path).publish({0: MemoryReading(1, 2)})
+    assert result.wrote
+    after = parse_document(path.read_text())
+    assert after["devices"]["0"]["memory"] == {"used_bytes": 1, "free_bytes": 2}
+    del after["devices"]["0"]
+    if not after["devices"]:
+        del after["devices"]
+    assert after.pop("version") == 1
+    assert after == before
 
 
 @pytest.mark.parametrize(
@@ -133,6 +179,9 @@ ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("all: {x: [-.Inf]}\n", "non-finite"),
         ("devices: {'0': {x: .nan}}\n", "non-finite"),
         ("all: {~: 1}\n", "null key"),
+        ("all: {? [a, b]\n  : 1}\n", "not one the engine can name"),
+        ("all: {? {a: 1}\n  : 1}\n", "not one the engine can name"),
+        ("all: {!!binary /w==: 1}\n", "not one the engine can name"),  # not UTF-8
         ("devices: {18446744073709551615: {}}\n", "out of range"),
         ("version: 18446744073709551615\n", "version"),
         ("version: 1.5\n", "version"),
