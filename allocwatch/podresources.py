@@ -251,8 +251,7 @@ class PodResourcesClient:
             self._connect()
             assert self._probe is not None
             try:
-                self.in_call = True
-                self._probe(b"", timeout=remaining)
+                self._call(self._probe, b"", remaining)
                 return True
             except Interrupted:
                 self.close()
@@ -263,8 +262,6 @@ class PodResourcesClient:
                     # (UNIMPLEMENTED, as the kubelet says) is a gRPC server's answer.
                     return exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED
                 self.close()
-            finally:
-                self.in_call = False
             pause = min(READY_RETRY_SECONDS, max(0.0, deadline - time.monotonic()))
             if stop is not None:
                 stop.wait(pause)
@@ -284,8 +281,7 @@ class PodResourcesClient:
         """
         list_pods = self._connect()
         try:
-            self.in_call = True
-            response = list_pods(api_pb2.ListPodResourcesRequest(), timeout=self.call_timeout)
+            response = self._call(list_pods, api_pb2.ListPodResourcesRequest(), self.call_timeout)
         except Interrupted:
             self.close()
             raise
@@ -296,8 +292,6 @@ class PodResourcesClient:
             raise ListError(
                 f"list pod resources at {self.socket_path}: {exc.code().name}: {exc.details()}"
             ) from exc
-        finally:
-            self.in_call = False
         try:
             return self._decode(response)
         except DecodeError as exc:
@@ -305,6 +299,19 @@ class PodResourcesClient:
             raise ListError(
                 f"list pod resources at {self.socket_path}: the response does not decode: {exc}"
             ) from exc
+
+    def _call(self, method: grpc.UnaryUnaryMultiCallable, request: Any, timeout: float) -> Any:
+        """One blocking call, with `in_call` set for exactly its length.
+
+        Not a moment longer: a shutdown handler raises Interrupted only while
+        it is set, and one raised in the handling of a failed call (while
+        closing the channel) would escape the `except Interrupted` beside it.
+        """
+        self.in_call = True
+        try:
+            return method(request, timeout=timeout)
+        finally:
+            self.in_call = False
 
     def close(self) -> None:
         if self._channel is not None:

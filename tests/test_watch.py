@@ -16,7 +16,7 @@ import pytest
 from allocwatch import podresources
 from allocwatch.metrics import Metrics
 from allocwatch.overrides import OverridesPublisher, parse_document
-from allocwatch.podresources import PodResourcesClient, open_channel
+from allocwatch.podresources import Interrupted, PodResourcesClient, open_channel
 from allocwatch.profile import ProfileSource
 from allocwatch.watch import LIST_ERROR, NO_PROFILE, OK, PUBLISH_ERROR, Watcher
 from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
@@ -562,6 +562,35 @@ def test_missing_socket_is_reported_by_the_dial(short_tmp: Path) -> None:
     assert not client.wait_ready(2)
     assert 1.5 < time.monotonic() - started < 5
     client.close()
+
+
+def test_a_shutdown_signal_while_a_failed_call_is_handled_does_not_escape(
+    short_tmp: Path,
+) -> None:
+    """The CLI's handler raises Interrupted only while `in_call` is set.
+
+    Here it lands while the channel of a failed call is being closed: the
+    dial must end as a stopped dial, and List with its own error, rather
+    than let Interrupted out of an exception handler.
+    """
+    client = PodResourcesClient(str(short_tmp / "absent.sock"))
+    stop = threading.Event()
+    real_close = client.close
+
+    def close_as_a_signal_lands() -> None:
+        stop.set()
+        if client.in_call:
+            raise Interrupted
+        real_close()
+
+    client.close = close_as_a_signal_lands  # type: ignore[method-assign]
+    try:
+        assert client.wait_ready(5, stop) is False
+        with pytest.raises(podresources.ListError, match="UNAVAILABLE"):
+            client.list_claims()
+        assert not client.in_call
+    finally:
+        real_close()
 
 
 def test_the_dial_finds_a_kubelet_that_starts_late(
