@@ -55,7 +55,10 @@ CHANNEL_OPTIONS = (
 # them at once as before, and List's deadline is kept by the calling thread.
 # The price: grpc's own timers may fire up to this much late, and about one
 # connect in 60 on a new channel (startup, or after a kubelet restart) waits
-# for a late timer, up to about twice the slack.
+# for a late timer, up to about twice the slack; and abseil's one-time
+# measurement of the CPU clock, 1 ms and 2 ms sleeps on whichever grpc thread
+# gets there first, may take up to two slacks, holding up the calls and the
+# channels (and so signal handling) made meanwhile (README, Shutdown).
 GRPC_TIMER_SLACK_NS = 1_000_000_000
 
 # wait_ready's probe: the gRPC health service's Check, with an empty request
