@@ -452,6 +452,18 @@ def test_a_numeric_image_tag_and_a_parent_charts_enabled_key(helm: Helm) -> None
     assert container(objects)["image"].endswith(":42")
 
 
+@pytest.mark.parametrize("tag", [1234567, 20240101, 20240101214500])
+def test_a_long_numeric_image_tag_keeps_its_digits(helm: Helm, tag: int) -> None:
+    # A values file gives numbers as float64, which would print as 2.0240101e+07.
+    assert container(helm.render({"image": {"tag": tag}}))["image"].endswith(f":{tag}")
+
+
+def test_a_numeric_image_tag_too_long_for_yaml_is_refused(helm: Helm) -> None:
+    result = helm.template({"image": {"tag": 20240101214500123}})
+    assert result.returncode != 0
+    assert "image.tag" in result.stderr and "quote it" in result.stderr
+
+
 def test_notes_explain_how_to_verify_and_warn_about_the_sidecar(helm: Helm) -> None:
     result = helm.run("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE)
     assert result.returncode == 0, result.stderr

@@ -50,7 +50,15 @@ but the selector's: a pod the DaemonSet does not select could never be created.
 
 {{/* repository[:tag][@digest]; the tag defaults to appVersion. */}}
 {{- define "allocwatch.image" -}}
-{{- $tag := .Values.image.tag | default .Chart.AppVersion | toString }}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- if kindIs "float64" $tag }}
+{{- /* A number from a values file is a float64, which toString writes as 2.0240101e+07 from seven digits on. */}}
+{{- if gt $tag 9007199254740992.0 }}
+{{- fail (printf "image.tag %v: a number this long loses digits on its way through YAML; quote it" $tag) }}
+{{- end }}
+{{- $tag = int64 $tag }}
+{{- end }}
+{{- $tag = toString $tag }}
 {{- if .Values.image.digest }}
 {{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
 {{- else }}
