@@ -108,23 +108,30 @@ class HealthServer:
             timeout = idle_timeout
 
             def do_GET(self) -> None:
+                self._send(*self._answer())
+
+            def do_HEAD(self) -> None:
+                # Monitors and load balancers that probe with HEAD get GET's status.
+                self._send(*self._answer(), with_body=False)
+
+            def _answer(self) -> tuple[int, bytes, str]:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-                elif path == "/healthz":
-                    self._send(200, b"ok\n")
-                elif path == "/readyz":
+                    return 200, generate_latest(registry), CONTENT_TYPE_LATEST
+                if path == "/healthz":
+                    return 200, b"ok\n", "text/plain"
+                if path == "/readyz":
                     ok, why = ready()
-                    self._send(200 if ok else 503, (why + "\n").encode())
-                else:
-                    self._send(404, b"not found\n")
+                    return 200 if ok else 503, (why + "\n").encode(), "text/plain"
+                return 404, b"not found\n", "text/plain"
 
-            def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+            def _send(self, code: int, body: bytes, ctype: str, with_body: bool = True) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if with_body:
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # probes every few seconds would drown the change log

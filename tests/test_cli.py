@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
@@ -446,6 +447,37 @@ def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
         for host in ("127.0.0.1", "[::1]"):
             with urllib.request.urlopen(f"http://{host}:{server.port}/healthz", timeout=5) as r:
                 assert r.read() == b"ok\n"
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("ready", "path", "status"),
+    [
+        (True, "/healthz", 200),
+        (True, "/readyz", 200),
+        (False, "/readyz", 503),
+        (True, "/metrics", 200),
+        (True, "/nothing", 404),
+    ],
+)
+def test_health_server_answers_head_as_get_without_a_body(
+    ready: bool, path: str, status: int
+) -> None:
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (ready, "why"))
+    server.start()
+    try:
+        answers = []
+        for method in ("GET", "HEAD"):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+            conn.request(method, path)
+            response = conn.getresponse()
+            answers.append((response.status, response.getheader("Content-Length"), response.read()))
+            conn.close()
+        (get_status, get_length, get_body), (head_status, head_length, head_body) = answers
+        assert get_status == head_status == status
+        assert head_length == get_length == str(len(get_body)) and get_body
+        assert head_body == b""
     finally:
         server.stop()
 
