@@ -147,6 +147,8 @@ def go_text(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return _float32_g(value)
+    if isinstance(value, bytes):  # !!binary: go-yaml gives its bytes as the string
+        return value.decode("utf-8", "replace")
     return str(value)
 
 

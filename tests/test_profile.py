@@ -92,7 +92,14 @@ def test_a_field_named_twice_decodes_twice_in_sorted_key_order() -> None:
 
 @pytest.mark.parametrize(
     ("uuid", "text"),
-    [("12345", "12345"), ("yes", "true"), ("0x10", "16"), ("1e3", "1000"), ("0.1", "0.1")],
+    [
+        ("12345", "12345"),
+        ("yes", "true"),
+        ("0x10", "16"),
+        ("1e3", "1000"),
+        ("0.1", "0.1"),
+        ("!!binary R1BVLTA=", "GPU-0"),  # go-yaml decodes binary into the string
+    ],
 )
 def test_a_scalar_uuid_is_the_text_go_gives_it(uuid: str, text: str) -> None:
     devices = parse_profile(HEADER + f"devices:\n  - {{index: 0, uuid: {uuid}}}\n")
