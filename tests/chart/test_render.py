@@ -204,6 +204,15 @@ def test_metrics_port_value_moves_port_and_address(helm: Helm) -> None:
     assert "--metrics-address=:9500" in c["args"]
 
 
+def test_a_privileged_metrics_port_is_refused(helm: Helm) -> None:
+    # The container drops every capability: on a runtime that keeps the kernel's
+    # unprivileged-port floor the watcher could not bind it and would crash-loop.
+    result = helm.template({"metrics": {"port": 80}})
+    assert result.returncode != 0
+    assert "/metrics/port" in result.stderr and "1,024" in result.stderr
+    assert container(helm.render({"metrics": {"port": 1024}}))["ports"][0]["containerPort"] == 1024
+
+
 def test_metrics_disabled_drops_port_and_probes(helm: Helm) -> None:
     c = container(helm.render({"metrics": {"enabled": False}}))
     assert "--metrics-address=" in c["args"]
