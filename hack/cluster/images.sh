@@ -46,7 +46,9 @@ mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
 mirror=${mirror:-http://deb.debian.org/debian}
 mapfile -t cas < <(find /usr/local/share/ca-certificates -name '*.crt' -type f 2>/dev/null | sort)
 ca_sums=$(for crt in "${cas[@]}"; do sha256sum "$crt"; done)
-key=$(printf '%s\n%s\n' "$SUITE $INCLUDE" "$ca_sums" | sha256sum | cut -c1-12)
+# This script is the recipe (debootstrap, CA setup, cleanup, the import's options).
+recipe=$(sha256sum "$CLUSTER_DIR/images.sh" | cut -c1-12)
+key=$(printf '%s\n%s\n%s\n' "$SUITE $INCLUDE" "$ca_sums" "$recipe" | sha256sum | cut -c1-12)
 rootfs_tar=$CACHE/rootfs/$SUITE-py-$key.tar
 if [ ! -f "$rootfs_tar" ]; then
   log "debootstrap $SUITE ($INCLUDE) from $mirror (about a minute)"
