@@ -108,9 +108,11 @@ def stand_in(root: Path) -> Path:
     return proxy
 
 
-def build(cache: Path, proxy: str, **env: str) -> subprocess.CompletedProcess[str]:
+def build(
+    cache: Path, proxy: str, script: Path = BUILD_SCRIPT, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(script)],
         env=go_env(proxy, cache) | {"ALLOCWATCH_CACHE": str(cache), "GO": GO} | env,
         capture_output=True,
         text=True,
@@ -134,7 +136,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path
 
 def test_builds_from_the_pinned_commit_through_the_proxy(built: tuple[Path, Path]) -> None:
     cache, out = built
-    assert out == cache / "upstream" / PSEUDO_VERSION
+    assert out.parent == cache / "upstream" and out.name.startswith(f"{PSEUDO_VERSION}-")
     assert (cache / "upstream" / f"commit-{COMMIT}").read_text().strip() == PSEUDO_VERSION
     assert (out / "SOURCE").read_text().strip() == f"{MODULE}@{PSEUDO_VERSION} ({COMMIT})"
     cli = subprocess.run([str(out / "nvml-mock-ctl")], capture_output=True, text=True, check=True)
@@ -159,6 +161,21 @@ def test_a_cached_build_is_reused_without_go_or_the_proxy(built: tuple[Path, Pat
     again = build(cache, "off", GO="/nonexistent/go")
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == str(out)
+
+
+def test_a_changed_recipe_is_not_served_from_the_cache(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A new driver version (or build.sh) builds afresh: here, without Go, it cannot."""
+    cache, _ = built
+    hack = tmp_path / "hack"
+    shutil.copytree(BUILD_SCRIPT.parent, hack / "upstream")
+    shutil.copy(BUILD_SCRIPT.parent.parent / "cache-dir.sh", hack / "cache-dir.sh")
+    pins = hack / "upstream" / "VERSION"
+    pins.write_text(pins.read_text().replace(f"driver_version={DRIVER}", "driver_version=1.2.3"))
+    again = build(cache, "off", script=hack / "upstream" / "build.sh", GO="/nonexistent/go")
+    assert again.returncode == 1, again.stdout
+    assert "no working Go toolchain" in again.stderr
 
 
 def test_no_working_go_exits_1_saying_so(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 # Build the upstream nvml-mock tools at the pinned commit (hack/upstream/VERSION),
 # through the Go module proxy, and print the output directory:
 #
-#   <cache>/upstream/<pseudo-version>/nvml-mock-ctl
-#   <cache>/upstream/<pseudo-version>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
+#   <cache>/upstream/<pseudo-version>-<recipe>/nvml-mock-ctl
+#   <cache>/upstream/<pseudo-version>-<recipe>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
 #
 # <cache> is $ALLOCWATCH_CACHE (default /var/cache/allocwatch for root, else
 # ${XDG_CACHE_HOME:-~/.cache}/allocwatch); GOMODCACHE and GOCACHE live under it
@@ -13,7 +13,7 @@
 #
 # UPSTREAM_SRC=<dir> builds from a local checkout of the pinned commit instead
 # of the module proxy (the checkout's HEAD must be that commit); its output goes
-# to <cache>/upstream/src-<commit>/.
+# to <cache>/upstream/src-<commit>-<recipe>/.
 #
 # Exit codes: 0 built (or cached); 1 the build failed; 3 the module proxy does
 # not serve the pinned module (nothing can be built on this machine).
@@ -29,6 +29,9 @@ driver_version=$(pin driver_version)
 . "$here/../cache-dir.sh"
 cache=$(allocwatch_cache_dir)
 root=$cache/upstream
+# Builds are keyed by the recipe too (the pin file and this script: the driver
+# version, the symbol aliases, the flags), so changing either builds afresh.
+recipe=$(cat "$here/VERSION" "$here/build.sh" | sha256sum | cut -c1-8)
 export GOMODCACHE=$cache/go/mod
 export GOCACHE=$cache/go/build
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
@@ -66,8 +69,8 @@ fi
 resolved=$root/commit-$commit
 if [ -z "${src:-}" ] && [ -s "$resolved" ]; then version=$(cat "$resolved"); fi
 # A complete build needs no Go at all.
-if [ -n "${version:-}" ] && complete "$root/$version"; then
-  echo "$root/$version"
+if [ -n "${version:-}" ] && complete "$root/$version-$recipe"; then
+  echo "$root/$version-$recipe"
   exit 0
 fi
 
@@ -103,7 +106,7 @@ echo "$version" >"$resolved"
 # go.mod and go.sum instead; a checkout (UPSTREAM_SRC) has the whole vendor/.
 export GOFLAGS="$GOFLAGS -mod=readonly"
 fi
-out=$root/$version
+out=$root/$version-$recipe
 if complete "$out"; then
   echo "$out"
   exit 0
