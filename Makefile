@@ -80,7 +80,7 @@ cluster-up:
 	hack/cluster/up.sh
 cluster-down:
 	hack/cluster/down.sh
-cluster-images:
+cluster-images: cluster-up
 	hack/cluster/images.sh
 cluster-smoke: venv
 	PYTHON=$(PY) hack/cluster/smoke.sh
