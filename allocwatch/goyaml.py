@@ -323,6 +323,33 @@ def _check_yaml_version(text: str) -> None:
             )
 
 
+def contains_itself(doc: Any) -> bool:
+    """Whether an alias makes a map or list contain itself, which go-yaml refuses.
+
+    PyYAML builds such a node as a cycle; go-yaml fails the whole document
+    ("anchor 'a' value contains itself"). Shared nodes without a cycle are fine.
+    """
+    done: set[int] = set()  # nodes whose every descendant has been checked
+    ancestors: set[int] = set()
+    # An explicit stack, not recursion: a deep document must not end the watcher.
+    stack: list[tuple[Any, bool]] = [(doc, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            ancestors.discard(id(node))
+            done.add(id(node))
+            continue
+        if not isinstance(node, dict | list) or id(node) in done:
+            continue
+        if id(node) in ancestors:
+            return True
+        ancestors.add(id(node))
+        stack.append((node, True))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, False) for child in children)
+    return False
+
+
 def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
     """Parse the first document. Every refusal is a yaml.YAMLError, never another exception.
 

@@ -144,6 +144,9 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
         (HEADER + "devices:\n  - {index: 1e19}\n", "index must be an integer"),
         ("- a\n", "mapping"),
         (HEADER + "device_defaults: &d {<<: *d}\n", "brings in the map that contains it"),
+        # go-yaml: "anchor 'a' value contains itself", even in a key nobody reads
+        (HEADER + "x: &a [*a]\n", "an alias refers to a map or list that contains it"),
+        (HEADER + "x: &a {y: [1, {z: *a}]}\n", "contains it"),
         # a type error anywhere in a field the engine decodes fails its whole profile
         ('version: []\nsystem: {driver_version: "1"}\n', "version must be text"),
         ('version: "1"\nsystem: {driver_version: {a: 1}}\n', "driver_version must be text"),
@@ -163,6 +166,14 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
 def test_invalid_profiles_are_rejected_with_a_reason(text: str, needle: str) -> None:
     with pytest.raises(ProfileError, match=needle):
         parse_profile(text)
+
+
+def test_a_node_shared_through_aliases_is_no_cycle() -> None:
+    devices = parse_profile(
+        HEADER + "m: &m {total_bytes: 8, reserved_bytes: 2}\n"
+        "device_defaults: {memory: *m}\ndevices:\n  - {index: 0, memory: *m}\n"
+    )
+    assert devices == [Device(0, "", 8, 2)]
 
 
 class TestProfileSource:
