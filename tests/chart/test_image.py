@@ -95,7 +95,7 @@ def test_builder_uses_python3_venv_and_installs_the_package() -> None:
     # The lock first, every file checked against its hash; then the package,
     # which may pull in nothing the lock does not hold.
     assert "--require-hashes --no-deps -r requirements.txt" in installs[0]
-    assert "--no-deps ." in installs[1]
+    assert "--no-deps --no-build-isolation ." in installs[1]  # the locked setuptools
     assert "/opt/venv/bin/pip check" in installs[1]
 
 
@@ -133,6 +133,13 @@ def test_image_lock_pins_every_runtime_dependency_within_pyproject() -> None:
         for d in group
     }
     assert not extras & lock.keys(), "test and e2e tools stay out of the image"
+    # The package is built without isolation, with the backend the lock holds.
+    build_system = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["build-system"]
+    for requirement in build_system["requires"]:
+        req = Requirement(requirement)
+        name = canonicalize_name(req.name)
+        assert name in lock, f"build requirement {req.name} is not in {LOCK.name}"
+        assert req.specifier.contains(lock[name][0]), f"{LOCK.name} pins {name} below {req}"
     for name, (_, hashes) in lock.items():
         # --require-hashes needs one on every line
         assert hashes and all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), name
