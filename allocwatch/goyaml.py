@@ -323,7 +323,7 @@ def _check_yaml_version(text: str) -> None:
             )
 
 
-def contains_itself(doc: Any) -> bool:
+def _contains_itself(doc: Any) -> bool:
     """Whether an alias makes a map or list contain itself, which go-yaml refuses.
 
     PyYAML builds such a node as a cycle; go-yaml fails the whole document
@@ -358,14 +358,19 @@ def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
     PyYAML's remaining constructors (`!!binary`, `!!set`, `!!omap`, ...) raise
     plain Python errors on bad input; those become YAMLError here too, so a
     malformed file is refused and retried rather than ending the watcher.
+    An alias that makes a map or list contain itself is refused, as go-yaml
+    refuses it, so no caller meets a cycle.
     """
     _check_yaml_version(text)
     parser = loader(text)
     try:
-        return parser.get_data()
+        doc = parser.get_data()
     except yaml.YAMLError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
         raise yaml.YAMLError(f"{type(exc).__name__}: {exc}") from exc
     finally:
         parser.dispose()
+    if _contains_itself(doc):
+        raise yaml.YAMLError("an alias refers to a map or list that contains it")
+    return doc

@@ -145,13 +145,13 @@ MAX_DEPTH = 100
 def _normalise_keys(value: Any) -> Any:
     """Copy of a parsed document in which no map or list is shared.
 
-    Raises DocumentError for an alias that contains itself, a document that
-    aliases expand past MAX_EXPANDED_NODES, or one nested past MAX_DEPTH.
+    Raises DocumentError for a document that aliases expand past
+    MAX_EXPANDED_NODES, or one nested past MAX_DEPTH. (goyaml.load has refused
+    an alias that contains itself.)
     """
     budget = MAX_EXPANDED_NODES
-    ancestors: set[int] = set()
 
-    def rebuild(node: Any) -> Any:
+    def rebuild(node: Any, depth: int) -> Any:
         nonlocal budget
         budget -= 1
         if budget < 0:
@@ -161,19 +161,13 @@ def _normalise_keys(value: Any) -> Any:
             raise DocumentError(f"{node!r}: the engine cannot read a non-finite number")
         if not isinstance(node, dict | list):
             return node
-        if id(node) in ancestors:
-            raise DocumentError("an alias refers to a map or list that contains it")
-        if len(ancestors) >= MAX_DEPTH:
+        if depth >= MAX_DEPTH:
             raise DocumentError(f"nested too deeply to rewrite (over {MAX_DEPTH} levels)")
-        ancestors.add(id(node))
-        try:
-            if isinstance(node, list):
-                return [rebuild(v) for v in node]
-            return {k: rebuild(v) for k, v in node.items()}  # keys: named by the loader
-        finally:
-            ancestors.discard(id(node))
+        if isinstance(node, list):
+            return [rebuild(v, depth + 1) for v in node]
+        return {k: rebuild(v, depth + 1) for k, v in node.items()}  # keys: named by the loader
 
-    return rebuild(value)
+    return rebuild(value, 0)
 
 
 def parse_document(text: str) -> Document:

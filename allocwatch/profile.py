@@ -160,8 +160,6 @@ def parse_profile(text: str) -> list[Device]:
         doc = goyaml.load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
-    if goyaml.contains_itself(doc):
-        raise ProfileError("not valid YAML: an alias refers to a map or list that contains it")
     root = [_mapping(doc, "the profile")]
     if not _scalar(root, "version", "version", _text):
         raise ProfileError("`version` is required")

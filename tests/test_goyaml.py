@@ -170,3 +170,15 @@ def test_a_yaml_1_1_directive_is_read() -> None:
 def test_a_merge_of_its_own_map_is_refused_not_a_recursion(text: str) -> None:
     with pytest.raises(yaml.YAMLError, match="brings in the map that contains it"):
         goyaml.load(text)
+
+
+@pytest.mark.parametrize("text", ["a: &x [*x]\n", "a: &x {b: [1, {c: *x}]}\n"])
+def test_an_alias_that_contains_itself_is_refused(text: str) -> None:
+    # go-yaml: "anchor 'x' value contains itself"; a cycle would reach no caller
+    with pytest.raises(yaml.YAMLError, match="contains it"):
+        goyaml.load(text)
+
+
+def test_a_node_shared_through_aliases_is_loaded() -> None:
+    doc = goyaml.load("a: &x [1]\nb: *x\nc: [*x, {d: *x}]\n")
+    assert doc == {"a": [1], "b": [1], "c": [[1], {"d": [1]}]}
