@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
+# The engine reads the byte counts we publish as float64, exact only up to 2^53.
+MAX_EXACT_BYTES = 2**53
 
 
 class ProfileError(ValueError):
@@ -172,7 +174,7 @@ def parse_profile(text: str) -> list[Device]:
         if value is not None and not isinstance(value, list):
             raise ProfileError("`devices` must be a list")
         entries = value or []
-    by_index: dict[int, tuple[str, tuple[int, int] | None]] = {}
+    by_index: dict[int, tuple[str, tuple[int, int] | None, str]] = {}
     for pos, raw in enumerate(entries):
         entry = [_mapping(raw, f"devices[{pos}]")]
         index = _scalar(entry, "index", f"devices[{pos}].index", _int) or 0
@@ -181,7 +183,7 @@ def parse_profile(text: str) -> list[Device]:
         uuid = _scalar(entry, "uuid", f"devices[{pos}].uuid", _text) or ""
         where = f"devices[{pos}].memory"
         memory = _memory(_pointer(entry, "memory", where), where)
-        by_index[index] = (uuid, memory)
+        by_index[index] = (uuid, memory, where)
 
     count = len(entries) or DEFAULT_NUM_DEVICES
     num_devices = _scalar(system, "num_devices", "system.num_devices", _int) or 0
@@ -194,12 +196,20 @@ def parse_profile(text: str) -> list[Device]:
 
     devices = []
     for i in range(min(count, ENGINE_MAX_DEVICES)):
-        uuid, memory = by_index.get(i, ("", None))
-        memory = memory or default_memory
+        uuid, memory, where = by_index.get(i, ("", None, ""))
+        if memory is None:
+            memory, where = default_memory, "device_defaults.memory"
         if memory is None:
             devices.append(Device(i, uuid, 0, 0, has_memory=False))
-        else:
-            devices.append(Device(i, uuid, memory[0], memory[1]))
+            continue
+        total, reserved = memory
+        if total - reserved > MAX_EXACT_BYTES:
+            raise ProfileError(
+                f"device {i}: {where} leaves {total - reserved} bytes usable, more than "
+                "2^53; the engine reads published byte counts as float64, which cannot "
+                "hold that exactly"
+            )
+        devices.append(Device(i, uuid, total, reserved))
     return devices
 
 

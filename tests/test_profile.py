@@ -66,6 +66,22 @@ def test_devices_without_memory_are_kept_without_memory() -> None:
     assert devices == [Device(0, "GPU-0", 0, 0, has_memory=False), Device(1, "GPU-1", 8, 2)]
 
 
+def test_usable_memory_over_2_pow_53_is_refused() -> None:
+    """The engine reads our byte counts as float64 (contract §3): 2^53 + 1 would become 2^53."""
+    over = 2**53 + 1
+    defaults = HEADER + f"device_defaults: {{memory: {{total_bytes: {over}}}}}\n"
+    with pytest.raises(ProfileError, match=r"device 0: device_defaults.memory leaves .* 2\^53"):
+        parse_profile(defaults)
+    entry = HEADER + f"devices:\n  - {{index: 0, memory: {{total_bytes: {over}}}}}\n"
+    with pytest.raises(ProfileError, match=r"device 0: devices\[0\].memory leaves"):
+        parse_profile(entry)
+    # What counts is what is published: total less reserved.
+    reserved = HEADER + f"device_defaults: {{memory: {{total_bytes: {over}, reserved_bytes: 1}}}}\n"
+    assert parse_profile(reserved)[0] == Device(0, "", over, 1)
+    exact = HEADER + f"device_defaults: {{memory: {{total_bytes: {2**53}}}}}\n"
+    assert parse_profile(exact)[0].total_bytes == 2**53
+
+
 def test_field_names_match_case_insensitively_and_unknown_keys_are_ignored() -> None:
     devices = parse_profile(
         'Version: "1.0"\nSystem:\n  Driver_Version: "1"\ninfiniband: {x: 1}\n'
