@@ -50,6 +50,13 @@ SCHEMA_ERROR = "values don't meet the specifications of the schema"
         ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy", "value must be one of"),
         ({"terminationGracePeriodSeconds": 0}, "/terminationGracePeriodSeconds", "minimum"),
         ({"readinessProbe": {"httpGet": {"path": "/"}}}, "/readinessProbe", "httpGet"),
+        # The API server refuses any other successThreshold for these two.
+        (
+            {"livenessProbe": {"successThreshold": 2}},
+            "/livenessProbe/successThreshold",
+            "must be 1",
+        ),
+        ({"startupProbe": {"successThreshold": 2}}, "/startupProbe/successThreshold", "must be 1"),
         ({"intervall": "2s"}, "", "additional properties 'intervall' not allowed"),
     ],
 )
