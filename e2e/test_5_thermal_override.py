@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from allocwatch.watch import PUBLISH_ERROR
-from e2e.framework.expected import Expectation
+from e2e.framework.expected import Expectation, merged
 from e2e.framework.stack import GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
@@ -24,31 +24,36 @@ BLOCKED = f'allocwatch_polls_total{{result="{PUBLISH_ERROR}"}}'
 
 
 @pytest.fixture
-def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[None]:
-    """`thermal` in every device's bucket, so wherever the pod lands its bucket has one."""
+def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[dict[str, Any]]:
+    """`thermal` in every device's bucket, so wherever the pod lands its bucket has one.
+
+    Yields the document as it was found, less our readings; it is put back afterwards.
+    """
     deployed.wait_readings(expect.idle(), 10, "an idle node")
-    keys = [str(d.index) for d in expect.devices]
-    deployed.patch_overrides(
-        {"devices": {k: {"thermal": THERMAL} for k in keys}, "all": {"performance_state": "P8"}}
-    )
-    yield
-    deployed.patch_overrides({"devices": {k: {"thermal": None} for k in keys}, "all": None})
+    with deployed.foreign_keys_restored() as found:
+        keys = [str(d.index) for d in expect.devices]
+        deployed.patch_overrides(
+            {"devices": {k: {"thermal": THERMAL} for k in keys}, "all": {"performance_state": "P8"}}
+        )
+        yield found
 
 
-def document(expect: Expectation, claims: Mapping[int, int], state: str) -> dict[str, Any]:
-    """The whole file: both writers' keys, nothing else."""
-    return {
-        "version": 1,
+def document(
+    expect: Expectation, claims: Mapping[int, int], state: str, found: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The whole file: what was there before, both writers' keys, nothing else."""
+    ours = {
         "all": {"performance_state": state},
         "devices": {
             index: {"thermal": THERMAL, "memory": memory}
             for index, memory in expect.readings(claims).items()
         },
     }
+    return {"version": 1, **merged(found, ours)}
 
 
 def test_a_publish_waits_for_the_lock_and_keeps_the_other_writers_keys(
-    deployed: Stack, expect: Expectation, thermal_everywhere: None, gpu_pods: GpuPods
+    deployed: Stack, expect: Expectation, thermal_everywhere: dict[str, Any], gpu_pods: GpuPods
 ) -> None:
     watcher = deployed.watcher_pod()  # named now: it turns unready while it cannot publish
     blocked_before = deployed.watcher_metric(watcher, BLOCKED)
@@ -63,8 +68,8 @@ def test_a_publish_waits_for_the_lock_and_keeps_the_other_writers_keys(
         )
     assert not held["changed_while_held"], held
     deployed.wait_readings(expect.readings(claims), 10, "the claim published after the lock")
-    assert deployed.read_document()[1] == document(expect, claims, "P0")
+    assert deployed.read_document()[1] == document(expect, claims, "P0", thermal_everywhere)
 
     deployed.delete_gpu_pods(pod)
     deployed.wait_readings(expect.idle(), 10, "the node to return to idle")
-    assert deployed.read_document()[1] == document(expect, {}, "P0")
+    assert deployed.read_document()[1] == document(expect, {}, "P0", thermal_everywhere)

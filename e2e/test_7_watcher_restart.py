@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from e2e.framework.expected import Expectation, memory_readings
+from e2e.framework.expected import Expectation, memory_readings, merged
 from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
@@ -34,13 +34,11 @@ def test_helm_uninstall_leaves_no_memory_keys(deployed: Stack, expect: Expectati
         "all": {"performance_state": "P8"},
         "devices": {str(d.index): {"thermal": {"temperature_gpu_c": 70}} for d in expect.devices},
     }
-    deployed.patch_overrides(foreign)
-    try:
+    with deployed.foreign_keys_restored() as found:
+        deployed.patch_overrides(foreign)
         deployed.uninstall_chart()  # returns once the watcher pods are gone
         exists, doc = deployed.read_document(through_helper=True)
         assert exists
-        assert doc == {"version": 1, **foreign}, doc
+        assert doc == {"version": 1, **merged(found, foreign)}, doc
         assert not memory_readings(doc)
         assert deployed.lock_file_exists()
-    finally:
-        deployed.patch_overrides({"all": None, "devices": None})

@@ -6,11 +6,14 @@ import time
 
 import pytest
 
+from allocwatch.watch import OK
 from e2e.framework import timings
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
 from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
 from e2e.framework.waiting import wait_until
+
+OK_POLLS = f'allocwatch_polls_total{{result="{OK}"}}'
 
 
 def _watcher_identity(stack: Stack) -> tuple[str, str, int]:
@@ -53,8 +56,18 @@ def test_kubelet_restart(
         interval=1,
         diagnostics=deployed.diagnostics,
     )
+    # The file and the pod's Ready status may both still be the ones from
+    # before the restart (a failed List keeps the previous reading), so only a
+    # successful poll counted from now on shows the watcher reconnected.
+    ok_polls = deployed.watcher_metric(watcher[0], OK_POLLS)
+    wait_until(
+        lambda: deployed.watcher_metric(watcher[0], OK_POLLS) > ok_polls,
+        30,
+        "a successful poll after the restart",
+        diagnostics=deployed.diagnostics,
+    )
     deployed.wait_readings(
-        expect.readings(expect.claims_for(uuids)), 30, "the pre-restart claim to read correctly"
+        expect.readings(expect.claims_for(uuids)), 10, "the pre-restart claim to read correctly"
     )
 
     after = gpu_pods(gpus=1)

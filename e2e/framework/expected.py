@@ -7,8 +7,10 @@ free = aperture - used.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from allocwatch.overrides import FILE_MODE, MEMORY_KEYS
 from allocwatch.profile import Device
@@ -73,6 +75,38 @@ def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
     for key, bucket in devices.items():
         if isinstance(bucket, Mapping) and isinstance(bucket.get("memory"), Mapping):
             out[str(key)] = dict(bucket["memory"])
+    return out
+
+
+def without_readings(document: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The document less allocwatch's two memory keys, and any map left empty by that."""
+
+    def prune(node: Any, path: tuple[str, ...]) -> Any:
+        if not isinstance(node, Mapping):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key in MEMORY_KEYS and len(path) == 3 and path[::2] == ("devices", "memory"):
+                continue
+            kept = prune(value, (*path, str(key)))
+            if isinstance(value, Mapping) and value and not kept:
+                continue  # emptied by the removal
+            out[key] = kept
+        return out
+
+    return prune(document or {}, ())
+
+
+def merged(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`patch` deep-merged into a copy of `base`, a null deleting its key (patch_overrides)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
     return out
 
 

@@ -21,7 +21,7 @@ from allocwatch.durations import parse_duration
 from allocwatch.profile import Device, parse_profile
 
 from . import timings
-from .expected import Readings, engine_problems, memory_readings
+from .expected import Readings, engine_problems, memory_readings, without_readings
 from .helm import Helm
 from .kubectl import Kubectl, KubectlError
 from .manifests import render
@@ -170,12 +170,32 @@ class Stack:
         return parse_profile(text)
 
     def patch_overrides(self, patch: dict[str, Any]) -> Any:
+        """Deep-merge `patch` (a null deletes its key) under nvml-mock's lock."""
+        return self._change_overrides({"merge": patch})
+
+    def _change_overrides(self, change: dict[str, Any]) -> Any:
         return self.python(
             self.helper(),
             script("patch_overrides"),
             self.settings.overrides_path,
-            json.dumps(patch),
+            json.dumps(change),
         )["doc"]
+
+    @contextlib.contextmanager
+    def foreign_keys_restored(self) -> Iterator[dict[str, Any]]:
+        """Yields the document less our readings; puts exactly that back afterwards.
+
+        On a node running a real nvml-mock (`--nvml-mock=installed`) the file
+        may hold someone's own overrides, which a test's keys must neither
+        replace for good nor be compared without. The readings present at
+        the end are kept: the watcher may still be publishing them.
+        """
+        exists, doc = self.read_document(through_helper=True)
+        found = without_readings(doc if exists else None)
+        try:
+            yield found
+        finally:
+            self._change_overrides({"replace": found})
 
     @contextlib.contextmanager
     def holding_lock(self, patch_on_release: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -193,7 +213,7 @@ class Stack:
                 helper,
                 script("patch_overrides"),
                 self.settings.overrides_path,
-                json.dumps(patch_on_release),
+                json.dumps({"merge": patch_on_release}),
                 release,
                 "120",
                 timeout=150,

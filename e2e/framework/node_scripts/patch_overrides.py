@@ -1,8 +1,11 @@
-"""Deep-merge the JSON patch argv[2] into overrides.yaml argv[1], under nvml-mock's flock.
+"""Change overrides.yaml argv[1] as argv[2] says, under nvml-mock's flock.
 
-This is what `nvml-mock-ctl` does for a human's override: lock the sibling
-`.lock` file, load, merge, write a temp file in the same directory, rename.
-A null in the patch deletes that key.
+argv[2] is JSON, either {"merge": patch}: deep-merge the patch, a null
+deleting its key, which is what `nvml-mock-ctl` does for a human's override;
+or {"replace": document}: put that document in place, keeping only the
+memory readings the file holds now (the watcher's, which it may still be
+publishing). Either way: lock the sibling `.lock` file, load, change, write
+a temp file in the same directory, rename.
 
 With argv[3] (a path) and argv[4] (seconds), it first holds the lock until
 that path exists, at most that long, as a slow `nvml-mock-ctl` would, and
@@ -30,6 +33,26 @@ def merge(into, patch):
             into[key] = value
 
 
+def with_readings_of(document, current):
+    """`document`, with the used/free bytes `current` holds for each device."""
+    buckets = current.get("devices")
+    for index, bucket in (buckets if isinstance(buckets, dict) else {}).items():
+        memory = bucket.get("memory") if isinstance(bucket, dict) else None
+        if not isinstance(memory, dict):
+            continue
+        readings = {k: v for k, v in memory.items() if k in ("used_bytes", "free_bytes")}
+        if readings:
+            if not isinstance(document.get("devices"), dict):
+                document["devices"] = {}
+            if not isinstance(document["devices"].get(index), dict):
+                document["devices"][index] = {}
+            target = document["devices"][index]
+            if not isinstance(target.get("memory"), dict):
+                target["memory"] = {}
+            target["memory"].update(readings)
+    return document
+
+
 def snapshot(path):
     try:
         st = os.stat(path)
@@ -39,7 +62,7 @@ def snapshot(path):
         return None
 
 
-path, patch = sys.argv[1], json.loads(sys.argv[2])
+path, change = sys.argv[1], json.loads(sys.argv[2])
 release, limit = (sys.argv[3], float(sys.argv[4])) if len(sys.argv) > 4 else (None, 0.0)
 fd = os.open(path + ".lock", os.O_CREAT | os.O_RDWR, 0o644)
 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -57,7 +80,10 @@ try:
             doc = yaml.safe_load(f) or {}
     except FileNotFoundError:
         doc = {}
-    merge(doc, patch)
+    if "replace" in change:
+        doc = with_readings_of(change["replace"], doc)
+    else:
+        merge(doc, change["merge"])
     doc.setdefault("version", 1)
     tmp_fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".overrides-", suffix=".tmp")
     with os.fdopen(tmp_fd, "w") as f:
