@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generate the cluster's PKI and kubeconfigs under $STATE/pki (kept across
-# cluster-down; regenerated only when missing or when the node's name or IP
-# changed):
+# cluster-down; regenerated only when missing, when the node's name or IP
+# changed, or when a certificate expires within a week):
 #   ca                          cluster CA (client and serving certs)
 #   apiserver                   serving cert: 127.0.0.1, localhost, node name/IP, 10.0.0.1
 #   admin                       client, O=system:masters
@@ -18,14 +18,24 @@ mkdir -p "$PKI"
 cd "$PKI"
 umask 077
 
+LEAVES=(apiserver kubelet-serving admin apiserver-kubelet-client controller-manager scheduler kubelet)
+# valid_for_a_week CERT...: each exists and is still valid a week from now.
+valid_for_a_week() {
+  local crt
+  for crt in "$@"; do
+    openssl x509 -checkend 604800 -noout -in "$crt" >/dev/null 2>&1 || return 1
+  done
+}
+
 stamp="node=$NODE_NAME ip=$NODE_IP"
-if [ -f stamp ] && [ "$(cat stamp)" = "$stamp" ] && [ -f ca.crt ] && [ -f "$ADMIN_KUBECONFIG" ]; then
+if [ -f stamp ] && [ "$(cat stamp)" = "$stamp" ] && [ -f "$ADMIN_KUBECONFIG" ] \
+  && valid_for_a_week ca.crt "${LEAVES[@]/%/.crt}"; then
   log "PKI up to date in $PKI"
   exit 0
 fi
 log "generating PKI in $PKI ($stamp)"
 
-if [ ! -f ca.key ]; then
+if [ ! -f ca.key ] || ! valid_for_a_week ca.crt; then
   openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
     -subj "/CN=allocwatch-local-ca" 2>/dev/null
 fi
