@@ -13,11 +13,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from allocwatch import cli
 from allocwatch.metrics import HealthServer, Metrics
 from allocwatch.overrides import parse_document
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
@@ -26,6 +28,32 @@ from tests.test_lock import hold_lock, release
 from tests.test_watch import eventually, memory
 
 CMD = [sys.executable, "-m", "allocwatch"]
+
+# Watchers started by the running test; its teardown kills any still running,
+# so a failed test does not leave one polling for good.
+_started: list[subprocess.Popen[str]] = []
+
+
+def spawn(*args: str, **popen: Any) -> subprocess.Popen[str]:
+    """`allocwatch <args>` in the background, stderr piped, killed after the test if need be."""
+    proc = subprocess.Popen(
+        [*CMD, *args], stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, **popen
+    )
+    _started.append(proc)
+    return proc
+
+
+@pytest.fixture(autouse=True)
+def no_watcher_outlives_its_test() -> Iterator[None]:
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
 
 
 def run(*args: str, env: dict[str, str] | None = None, timeout: float = 30):
@@ -94,6 +122,58 @@ def test_bad_flags_exit_2_naming_the_flag(args: list[str], needle: str) -> None:
     out = run(*args)
     assert out.returncode == 2
     assert needle in out.stderr
+
+
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MOCK_NVML_PODRESOURCES_SOCKET", "MOCK_NVML_CONFIG", "MOCK_NVML_OVERRIDES"):
+        monkeypatch.delenv(name, raising=False)
+    args = cli.build_parser().parse_args([])
+    assert args.socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
+    assert args.driver_root == "/var/lib/nvml-mock/driver"
+    assert args.config is None and args.overrides is None  # under the driver root
+    assert args.interval == 0.5
+    assert args.used_fraction == 0.5
+    assert args.resource_names is None  # nvidia.com/gpu and nvidia.com/gpu.shared
+    assert args.dial_timeout == 10.0
+    assert args.metrics_address == ":9477"
+    assert (args.log_format, args.log_level) == ("text", "info")
+    assert not args.keep_readings_on_exit and not args.once
+
+
+def test_a_metrics_port_in_use_exits_1_naming_the_flag(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        out = run(
+            "--socket", kubelet.socket_path, "--driver-root", str(driver_root),
+            "--metrics-address", address,
+        )  # fmt: skip
+    assert out.returncode == 1
+    assert f"--metrics-address {address}: " in out.stderr and "in use" in out.stderr
+    assert not (driver_root / "config" / "overrides.yaml").exists()
+
+
+def test_a_crashed_loop_still_removes_its_readings(kubelet: FakeKubelet, driver_root: Path) -> None:
+    crash_after_one_poll = (
+        "import sys, allocwatch.watch as watch\n"
+        "def run(self, stop):\n"
+        "    self.poll(stop)\n"
+        "    raise RuntimeError('the loop crashed')\n"
+        "watch.Watcher.run = run\n"
+        "from allocwatch.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", crash_after_one_poll, "--socket", kubelet.socket_path,
+         "--driver-root", str(driver_root), "--metrics-address", ""],
+        capture_output=True, text=True, timeout=30, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert out.returncode == 1 and "the loop crashed" in out.stderr
+    assert "removed memory readings" in out.stderr  # so there had been some
+    assert memory(driver_root / "config" / "overrides.yaml") == {}
 
 
 def _listening_without_grpc(path: Path) -> socket.socket:
@@ -213,32 +293,22 @@ def _catches(pid: int, sig: signal.Signals) -> bool:
 def test_a_signal_while_grpc_is_still_loading_exits_0(
     short_tmp: Path, driver_root: Path, sig: signal.Signals
 ) -> None:
-    proc = subprocess.Popen(
-        [*CMD, "--socket", str(short_tmp / "absent.sock"), "--driver-root", str(driver_root),
-         "--metrics-address", ""],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+    proc = spawn(
+        "--socket", str(short_tmp / "absent.sock"), "--driver-root", str(driver_root),
+        "--metrics-address", "", stdout=subprocess.PIPE,
     )  # fmt: skip
-    try:
-        eventually(lambda: _catches(proc.pid, signal.SIGTERM), timeout=10, what="a handler")
-        # The handler is in place before grpc (its cygrpc module) is even loaded.
-        assert "cygrpc" not in Path(f"/proc/{proc.pid}/maps").read_text()
-        proc.send_signal(sig)
-        _, err = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-        proc.wait()
+    eventually(lambda: _catches(proc.pid, signal.SIGTERM), timeout=10, what="a handler")
+    # The handler is in place before grpc (its cygrpc module) is even loaded.
+    assert "cygrpc" not in Path(f"/proc/{proc.pid}/maps").read_text()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
 
 
 class Running:
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [*CMD, "--metrics-address", "127.0.0.1:0", "--interval", "50ms", *args],
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO_ROOT,
-        )
+        self.proc = spawn("--metrics-address", "127.0.0.1:0", "--interval", "50ms", *args)
         assert self.proc.stderr is not None
         self.port = 0
         self.log: list[str] = []
@@ -330,22 +400,10 @@ def test_not_ready_without_profile(kubelet: FakeKubelet, tmp_path: Path) -> None
 def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path, listening: bool) -> None:
     path = short_tmp / "k.sock"
     listener = _listening_without_grpc(path) if listening else None
-    proc = subprocess.Popen(
-        [
-            *CMD,
-            "--socket",
-            str(path),
-            "--driver-root",
-            str(driver_root),
-            "--metrics-address",
-            "",
-            "--dial-timeout",
-            "30s",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    proc = spawn(
+        "--socket", str(path), "--driver-root", str(driver_root),
+        "--metrics-address", "", "--dial-timeout", "30s",
+    )  # fmt: skip
     if listener is not None:
         # Connected: the dial's call is in flight, waiting for an answer that never comes.
         listener.settimeout(30)
@@ -412,12 +470,7 @@ def test_sigterm_during_a_hung_list_with_once_exits_0(
     kubelet: FakeKubelet, driver_root: Path
 ) -> None:
     kubelet.set_hang(30)
-    proc = subprocess.Popen(
-        [*CMD, "--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root)],
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-    )
+    proc = spawn("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
     eventually(lambda: kubelet.list_calls() >= 1, what="the List in flight")
     eventually(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
     started = time.monotonic()
