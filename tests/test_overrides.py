@@ -167,6 +167,7 @@ ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("- 1\n- 2\n", "must be a mapping"),
         ("just text\n", "must be a mapping"),
         ("devices: [1]\n", "`devices` must be a mapping"),
+        ("all: [1]\n", "`all` must be a mapping"),
         ("devices: {'0': [1]}\n", "must be a mapping"),
         ("devices: {'0': {memory: [\n", "not valid YAML"),
         ("all: {fan: {count: !!int two}}\n", "not valid YAML"),
@@ -519,6 +520,18 @@ def test_equivalent_document_written_by_others_is_not_rewritten(target: Path) ->
     )
     pub = OverridesPublisher(target)
     assert not pub.publish({0: R(1, 2)}).wrote
+
+
+@pytest.mark.parametrize("written", ["1.0", "1e0", "true"])
+def test_an_equal_but_not_integer_reading_is_rewritten_as_an_integer(
+    target: Path, written: str
+) -> None:
+    """Equal in Python is not enough: the readings are written as integers (contract §3)."""
+    target.write_text(f"devices: {{'0': {{memory: {{used_bytes: {written}, free_bytes: 2}}}}}}\n")
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2)}).wrote
+    assert "used_bytes: 1\n" in target.read_text()
+    assert parse_document(target.read_text())["devices"]["0"]["memory"]["used_bytes"] == 1
 
 
 def test_a_due_write_reads_the_file_once_and_an_idle_poll_once(

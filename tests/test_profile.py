@@ -231,6 +231,39 @@ class TestProfileSource:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000))
         assert source.refresh()[0].total_bytes == 8  # type: ignore[index]
 
+    def test_a_size_change_under_the_same_mtime_is_detected(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
+        source = ProfileSource(path)
+        assert source.refresh()[0].total_bytes == 7  # type: ignore[index]
+        st = path.stat()
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 70}}\n")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert source.refresh()[0].total_bytes == 70  # type: ignore[index]
+
+    def test_a_new_inode_under_the_same_mtime_and_size_is_detected(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
+        source = ProfileSource(path)
+        assert source.refresh()[0].total_bytes == 7  # type: ignore[index]
+        st = path.stat()
+        new = tmp_path / "config.yaml.new"
+        new.write_text(HEADER + "device_defaults: {memory: {total_bytes: 8}}\n")
+        os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.rename(new, path)  # how a ConfigMap update or an atomic writer replaces it
+        assert path.stat().st_ino != st.st_ino
+        assert source.refresh()[0].total_bytes == 8  # type: ignore[index]
+
+    def test_a_deleted_profile_drops_its_devices(self, tmp_path: Path) -> None:
+        path = tmp_path / "config.yaml"
+        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
+        source = ProfileSource(path)
+        assert source.refresh() is not None
+        path.unlink()
+        assert source.refresh() is None
+        assert source.devices is None  # so the watcher reports not ready
+        assert source.error is not None and "missing" in source.error
+
     def test_malformed_at_start_means_no_devices(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"
         path.write_text("nonsense: [")

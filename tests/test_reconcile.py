@@ -6,7 +6,7 @@ import pytest
 
 from allocwatch.podresources import Claim
 from allocwatch.profile import Device
-from allocwatch.reconcile import MemoryReading, reading_for, reconcile
+from allocwatch.reconcile import MemoryReading, physical_device_id, reading_for, reconcile
 from tests.conftest import A100_APERTURE, A100_HALF
 
 TWO = [Device(0, "GPU-aaa", 42949672960, 611319808), Device(1, "GPU-bbb", 42949672960, 611319808)]
@@ -66,6 +66,11 @@ def test_replica_ids_count_against_the_physical_gpu() -> None:
     assert rec.unknown_ids == ()
 
 
+def test_a_replica_suffix_of_any_length_is_stripped() -> None:
+    assert physical_device_id("GPU-a::12") == "GPU-a"
+    assert physical_device_id("GPU-a") == "GPU-a"
+
+
 def test_devices_sharing_a_uuid_both_count_its_claims() -> None:
     # upstream counts claims per uuid, then looks up each device's uuid
     same = [Device(i, "GPU-aaa", 42949672960, 611319808) for i in (0, 1)]
@@ -84,6 +89,10 @@ def test_truncates_like_go() -> None:
     assert reading_for(Device(0, "x", 7, 0), 1, 0.3) == MemoryReading(2, 5)
     # per-claim truncation happens before multiplying by the claim count
     assert reading_for(Device(0, "x", 7, 0), 3, 0.3) == MemoryReading(6, 1)
+    # exact halves: 3.5 truncates to 3 (rounding would give 4)
+    assert reading_for(Device(0, "x", 7, 0), 1, 0.5) == MemoryReading(3, 4)
+    # 3.5 per claim is 3, so two claims are 6 (7 if truncated after multiplying)
+    assert reading_for(Device(0, "x", 10, 0), 2, 0.35) == MemoryReading(6, 4)
 
 
 @pytest.mark.parametrize(

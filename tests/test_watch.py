@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -243,6 +244,25 @@ def test_list_errors_keep_the_previous_reading(rig: Rig) -> None:
     assert memory(rig.overrides) == expected({0: HALF})
     rig.kubelet.set_failure(None)
     eventually(rig.shows({}), what="recovered")
+
+
+def test_a_failing_list_is_logged_once_not_every_poll(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    # Each failed List opens a new channel, and about one connect in 60 waits
+    # for one of grpc's late timers (README, Benchmarks): past the rig's 0.5 s
+    # deadline, that would be a second, different error.
+    rig.client.call_timeout = 5
+    assert rig.client.wait_ready(5)
+    assert rig.watcher.poll().result == OK
+    rig.kubelet.set_failure("UNAVAILABLE")
+    for _ in range(3):
+        assert rig.watcher.poll().result == LIST_ERROR
+    assert caplog.text.count("UNAVAILABLE") == 1, caplog.text
+    rig.kubelet.set_failure(None)
+    assert rig.watcher.poll().result == OK
+    assert caplog.text.count("recovered: publishing again") == 1
 
 
 def test_a_pod_that_does_not_decode_fails_the_list_not_the_watcher(
@@ -532,6 +552,16 @@ def test_retract_on_exit_leaves_no_memory_keys(rig: Rig) -> None:
     }
 
 
+def test_a_deleted_profile_makes_the_watcher_unready_at_once(rig: Rig) -> None:
+    assert rig.client.wait_ready(5)
+    assert rig.watcher.poll().result == OK
+    assert rig.watcher.ready()[0]
+    rig.config.unlink()
+    assert rig.watcher.poll().result == NO_PROFILE
+    ready, why = rig.watcher.ready()
+    assert not ready and "missing" in why
+
+
 def test_ready_tracks_recent_success(kubelet: FakeKubelet, driver_root: Path) -> None:
     now = [100.0]
     r = Rig(kubelet, driver_root, interval=1.0)
@@ -591,6 +621,52 @@ def test_a_shutdown_signal_while_a_failed_call_is_handled_does_not_escape(
         assert not client.in_call
     finally:
         real_close()
+
+
+def _first_headers_frame(listener: socket.socket) -> bytes:
+    """Accept one HTTP/2 client, greet it, and return the payload of its first HEADERS frame."""
+    conn, _ = listener.accept()
+    with conn:
+        conn.settimeout(10)
+        conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # an empty SETTINGS frame
+        data = b""
+        offset = len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")  # the client preface
+        while True:
+            while len(data) < offset + 9:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    raise AssertionError("the client closed before sending HEADERS")
+                data += chunk
+            length = int.from_bytes(data[offset : offset + 3], "big")
+            kind = data[offset + 3]
+            while len(data) < offset + 9 + length:
+                data += conn.recv(65536)
+            if kind == 0x1:
+                return data[offset + 9 : offset + 9 + length]
+            offset += 9 + length
+
+
+def test_the_channel_names_localhost_as_its_authority(short_tmp: Path) -> None:
+    """The kubelet dials its plugins as `localhost`; left alone, grpc would send the
+    %-encoded socket path, which strict HTTP/2 servers refuse."""
+    path = short_tmp / "kubelet.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        listener.listen(1)
+        listener.settimeout(10)
+        client = PodResourcesClient(str(path), call_timeout=2)
+        headers: list[bytes] = []
+        server = threading.Thread(target=lambda: headers.append(_first_headers_frame(listener)))
+        server.start()
+        try:
+            with pytest.raises(podresources.ListError):
+                client.list_claims()  # never answered
+        finally:
+            server.join(10)
+            client.close()
+    assert headers, "no HEADERS frame arrived"
+    assert b"localhost" in headers[0]
+    assert b"kubelet.sock" not in headers[0] and b"%2F" not in headers[0]
 
 
 def test_the_dial_finds_a_kubelet_that_starts_late(
