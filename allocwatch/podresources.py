@@ -57,7 +57,7 @@ CHANNEL_OPTIONS = (
 # connect in 60 on a new channel (startup, or after a kubelet restart) waits
 # for a late timer, up to about twice the slack; and abseil's one-time
 # measurement of the CPU clock, 1 ms and 2 ms sleeps on whichever grpc thread
-# gets there first, may take up to two slacks, holding up the calls and the
+# gets there first, may take about two slacks, holding up the calls and the
 # channels (and so signal handling) made meanwhile (README, Shutdown).
 GRPC_TIMER_SLACK_NS = 1_000_000_000
 
