@@ -17,7 +17,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop lint proto bench bench-breakdown bench-compare image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 venv: $(VENV)/.installed
@@ -51,6 +51,10 @@ bench: venv
 ## bench-breakdown: where a poll's CPU goes, step by step, in-process
 bench-breakdown: venv
 	$(PY) -m bench.breakdown
+
+## bench-shutdown: how soon a watcher SIGTERMed in its first seconds exits
+bench-shutdown: venv
+	$(PY) -m bench.shutdown
 
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
 bench-compare: venv $(UPSTREAM_TOOLS)

@@ -55,10 +55,9 @@ CHANNEL_OPTIONS = (
 # them at once as before, and List's deadline is kept by the calling thread.
 # The price: grpc's own timers may fire up to this much late, and about one
 # connect in 60 on a new channel (startup, or after a kubelet restart) waits
-# for a late timer, up to about twice the slack; and abseil's one-time
-# measurement of the CPU clock, 1 ms and 2 ms sleeps on whichever grpc thread
-# gets there first, may take about two slacks, holding up the calls and the
-# channels (and so signal handling) made meanwhile (README, Shutdown).
+# for a late timer, up to about twice the slack. abseil's one-time
+# measurement of the CPU clock would be slowed as well, so it is taken before
+# the slack is (_measure_the_clock_at_normal_slack).
 GRPC_TIMER_SLACK_NS = 1_000_000_000
 
 # wait_ready's probe: the gRPC health service's Check, with an empty request
@@ -175,11 +174,43 @@ def why_unreachable(socket_path: str) -> str:
     return "it accepts connections, but no gRPC server answered"
 
 
+_TASKS = "/proc/self/task"
+# How long the first channel waits for the threads of its throwaway to exit.
+THROWAWAY_EXIT_SECONDS = 1.0
+_clock_measured = False
+
+
+def _measure_the_clock_at_normal_slack(target: str) -> None:
+    """Have grpc's one-time measurement of the CPU clock done before any slack.
+
+    Once per process, abseil times the CPU clock over 1 ms and 2 ms sleeps on
+    a grpc thread, and every grpc call or channel made meanwhile waits for it.
+    On threads started under GRPC_TIMER_SLACK_NS each sleep may last up to the
+    slack, which made up to one start in seven take over a second to act on
+    a stop signal (README, Shutdown; `make bench-shutdown`). A throwaway
+    channel, made at the caller's slack, starts grpc's threads, and one of
+    them takes the measurement in a few ms. Once the channel is closed its
+    threads exit (within about 5 ms), so the next channel starts new ones,
+    which inherit the slack. Threads not gone in time would be reused without
+    it, which costs CPU, not correctness.
+    """
+    global _clock_measured
+    if _clock_measured or not os.path.isdir(_TASKS):
+        return
+    _clock_measured = True
+    before = len(os.listdir(_TASKS))
+    grpc.insecure_channel(target, options=CHANNEL_OPTIONS).close()
+    deadline = time.monotonic() + THROWAWAY_EXIT_SECONDS
+    while len(os.listdir(_TASKS)) > before and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
 def open_channel(socket_path: str) -> grpc.Channel:
     """A channel to the pod-resources socket with our options."""
     # grpc reads `unix://relative/path` as an authority, not a path, and the
     # path as a URI's: `?`, `#` and `%` must be escaped.
     target = "unix://" + urllib.parse.quote(os.path.abspath(socket_path), safe="/")
+    _measure_the_clock_at_normal_slack(target)
     # The first channel starts grpc's threads; see GRPC_TIMER_SLACK_NS.
     with timer_slack(GRPC_TIMER_SLACK_NS):
         return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)

@@ -89,3 +89,48 @@ def test_grpcs_threads_start_with_the_slack_and_the_caller_keeps_its_own(
     started = seen["started"].values()
     assert "event_engine" in {name for name, _ in started}, started
     assert {slack for _, slack in started} == {GRPC_TIMER_SLACK_NS}, started
+
+
+# In a fresh interpreter: the throwaway is made only before the process's first channel.
+_OPEN_TWO_CHANNELS = """
+import json, os, sys, threading
+from pathlib import Path
+import grpc
+from allocwatch.podresources import open_channel
+
+own = threading.get_native_id()
+tasks = Path("/proc/self/task")
+made = []
+real_insecure_channel = grpc.insecure_channel
+
+def recording_insecure_channel(target, options=None):
+    slack = int(Path(f"/proc/{own}/timerslack_ns").read_text())
+    made.append({"slack": slack, "threads": len(os.listdir(tasks))})
+    return real_insecure_channel(target, options=options)
+
+grpc.insecure_channel = recording_insecure_channel
+before = len(os.listdir(tasks))
+first = open_channel(sys.argv[1])
+second = open_channel(sys.argv[1])
+print(json.dumps({"before": before, "made": made}))
+first.close()
+second.close()
+"""
+
+
+def test_the_first_channel_is_preceded_by_a_throwaway_at_normal_slack(short_tmp: Path) -> None:
+    """grpc's one-time clock measurement runs on the throwaway's threads, not the slack's."""
+    run = subprocess.run(
+        [sys.executable, "-c", _OPEN_TWO_CHANNELS, str(short_tmp / "kubelet.sock")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    seen = json.loads(run.stdout)
+    throwaway, first, second = seen["made"]
+    assert throwaway["slack"] != GRPC_TIMER_SLACK_NS
+    assert first["slack"] == second["slack"] == GRPC_TIMER_SLACK_NS
+    # The throwaway's threads had exited, so the first channel's are new ones.
+    assert throwaway["threads"] == first["threads"] == seen["before"]
