@@ -189,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             late = GRPC_SIGNAL_CHECK_SECONDS if client.in_call else 0.0
             signalled_at.append(time.monotonic() - late)
         stop.set()
+        client.stopping = True
         if client.in_call:  # only then: never interrupt a write
             raise Interrupted
 

@@ -251,6 +251,8 @@ class PodResourcesClient:
         self._list: grpc.UnaryUnaryMultiCallable | None = None
         self._probe: grpc.UnaryUnaryMultiCallable | None = None
         self.in_call = False
+        # Set by a shutdown signal handler: calls not yet started are not made.
+        self.stopping = False
 
     def _connect(self) -> grpc.UnaryUnaryMultiCallable:
         if self._list is None:
@@ -340,9 +342,14 @@ class PodResourcesClient:
         Not a moment longer: a shutdown handler raises Interrupted only while
         it is set, and one raised in the handling of a failed call (while
         closing the channel) would escape the `except Interrupted` beside it.
+        A handler that ran before (while the channel was made, say) set
+        `stopping` instead, so the call raises Interrupted rather than wait
+        out its deadline on a kubelet that does not answer.
         """
         self.in_call = True
         try:
+            if self.stopping:
+                raise Interrupted
             return method(request, timeout=timeout)
         finally:
             self.in_call = False

@@ -669,6 +669,27 @@ def test_the_channel_names_localhost_as_its_authority(short_tmp: Path) -> None:
     assert b"kubelet.sock" not in headers[0] and b"%2F" not in headers[0]
 
 
+def test_a_call_not_yet_started_when_shutdown_began_is_not_made(kubelet: FakeKubelet) -> None:
+    """A signal handled before `in_call` was set (say, while the channel was
+    made) must not leave List to wait out its deadline on a hung kubelet."""
+    client = PodResourcesClient(kubelet.socket_path, call_timeout=30)
+    try:
+        assert client.wait_ready(5)
+        kubelet.set_hang(30)
+        calls = kubelet.list_calls()
+        client.stopping = True  # what the CLI's handler does
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            client.list_claims()
+        assert time.monotonic() - started < 1.0
+        assert kubelet.list_calls() == calls
+        assert not client.in_call
+        assert client.wait_ready(5) is False  # the dial's probe too
+    finally:
+        kubelet.set_hang(0)
+        client.close()
+
+
 def test_the_dial_finds_a_kubelet_that_starts_late(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
