@@ -21,7 +21,16 @@ def run() -> None:
         signal.signal(signum, _exit_0)
     from allocwatch.cli import main  # main() installs the watcher's own handlers
 
-    sys.exit(main())
+    try:
+        code = main()
+    finally:
+        # The exit is decided. Python puts its handlers back to the default
+        # on the way out, while grpc still cleans up, and a stop signal then
+        # would end the process with -SIGTERM rather than this code; an
+        # ignored signal stays ignored.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -481,6 +481,22 @@ def test_sigterm_during_a_hung_list_with_once_exits_0(
     assert " ERROR " not in err
 
 
+@pytest.mark.parametrize("delay_ms", [0, 5, 10, 20])
+def test_a_signal_after_the_work_is_done_keeps_exit_0(
+    kubelet: FakeKubelet, driver_root: Path, delay_ms: int
+) -> None:
+    """Once main() has returned, Python resets its handlers while grpc cleans up."""
+    proc = spawn("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the last line --once logs: device 7's reading
+        if "device 7 " in line:
+            break
+    time.sleep(delay_ms / 1000)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 0
+
+
 def test_relative_socket_path(kubelet: FakeKubelet, driver_root: Path) -> None:
     socket = Path(kubelet.socket_path)
     out = subprocess.run(
