@@ -53,7 +53,7 @@ def test_the_callers_slack_comes_back_when_the_block_raises() -> None:
 
 # In a fresh interpreter, so that this channel is the one that starts grpc.
 _OPEN_A_CHANNEL = """
-import json, os, sys, threading
+import json, os, sys, threading, time
 from pathlib import Path
 from allocwatch.podresources import open_channel
 
@@ -65,8 +65,14 @@ before = set(os.listdir(tasks))
 own = threading.get_native_id()
 own_before = slack(own)
 channel = open_channel(sys.argv[1])  # no server needed: the channel starts grpc's threads
-started = {t: [(tasks / t / "comm").read_text().strip(), slack(t)]
-           for t in set(os.listdir(tasks)) - before}
+new = set(os.listdir(tasks)) - before
+# A thread names itself once it runs, which on a busy machine can be a while.
+deadline = time.monotonic() + 5
+while time.monotonic() < deadline:
+    started = {t: [(tasks / t / "comm").read_text().strip(), slack(t)] for t in new}
+    if "event_engine" in {name for name, _ in started.values()}:
+        break
+    time.sleep(0.01)
 print(json.dumps({"own": [own_before, slack(own)], "started": started}))
 channel.close()
 """
