@@ -30,7 +30,7 @@ def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[dict[st
     Yields the document as it was found, less our readings; it is put back afterwards.
     """
     deployed.wait_readings(expect.idle(), 10, "an idle node")
-    with deployed.foreign_keys_restored() as found:
+    with deployed.foreign_keys_restored(expect.idle()) as found:
         keys = [str(d.index) for d in expect.devices]
         deployed.patch_overrides(
             {"devices": {k: {"thermal": THERMAL} for k in keys}, "all": {"performance_state": "P8"}}

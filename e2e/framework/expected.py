@@ -8,7 +8,7 @@ free = aperture - used.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,15 +78,25 @@ def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
     return out
 
 
-def without_readings(document: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The document less allocwatch's two memory keys, and any map left empty by that."""
+def without_readings(
+    document: Mapping[str, Any] | None, published: Iterable[str]
+) -> dict[str, Any]:
+    """The document less the two memory keys allocwatch publishes for the devices
+    `published` ("<index>"), and any map left empty by that. Another device's
+    memory keys are someone else's."""
+    ours = set(published)
 
     def prune(node: Any, path: tuple[str, ...]) -> Any:
         if not isinstance(node, Mapping):
             return node
         out = {}
         for key, value in node.items():
-            if key in MEMORY_KEYS and len(path) == 3 and path[::2] == ("devices", "memory"):
+            if (
+                key in MEMORY_KEYS
+                and len(path) == 3
+                and path[::2] == ("devices", "memory")
+                and path[1] in ours
+            ):
                 continue
             kept = prune(value, (*path, str(key)))
             if isinstance(value, Mapping) and value and not kept:

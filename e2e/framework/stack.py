@@ -12,7 +12,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,8 +182,9 @@ class Stack:
         )["doc"]
 
     @contextlib.contextmanager
-    def foreign_keys_restored(self) -> Iterator[dict[str, Any]]:
-        """Yields the document less our readings; puts exactly that back afterwards.
+    def foreign_keys_restored(self, published: Iterable[str]) -> Iterator[dict[str, Any]]:
+        """Yields the document less our readings (of devices `published`, "<index>");
+        puts exactly that back afterwards.
 
         On a node running a real nvml-mock (`--nvml-mock=installed`) the file
         may hold someone's own overrides, which a test's keys must neither
@@ -191,7 +192,7 @@ class Stack:
         the end are kept: the watcher may still be publishing them.
         """
         exists, doc = self.read_document(through_helper=True)
-        found = without_readings(doc if exists else None)
+        found = without_readings(doc if exists else None, published)
         try:
             yield found
         finally:

@@ -22,23 +22,26 @@ FOUND = {
         "0": {"memory": {"used_bytes": 1, "free_bytes": 2}},
         "1": {"memory": {"used_bytes": 3, "free_bytes": 4, "total_bytes": 9}, "ecc": {}},
         "2": {"thermal": {"temperature_gpu_c": 70}, "utilization": None},
+        # a device allocwatch publishes nothing for (no memory in the profile)
+        "5": {"memory": {"used_bytes": 9}},
     },
 }
+PUBLISHED = ["0", "1", "2", "3"]
 
 
 def test_without_readings_takes_only_our_two_keys_and_what_they_leave_empty() -> None:
-    assert without_readings(FOUND) == {
+    assert without_readings(FOUND, PUBLISHED) == {
         "version": 1,
         "all": {"performance_state": "P2", "memory": {"used_bytes": 5}},  # not a device's
         "devices": {
             "1": {"memory": {"total_bytes": 9}, "ecc": {}},  # an empty map found is kept
             "2": {"thermal": {"temperature_gpu_c": 70}, "utilization": None},
+            "5": {"memory": {"used_bytes": 9}},  # someone else's
         },
     }
-    assert without_readings({"version": 1, "devices": {"0": {"memory": {"used_bytes": 1}}}}) == {
-        "version": 1
-    }
-    assert without_readings(None) == {}
+    only_ours = {"version": 1, "devices": {"0": {"memory": {"used_bytes": 1}}}}
+    assert without_readings(only_ours, PUBLISHED) == {"version": 1}
+    assert without_readings(None, PUBLISHED) == {}
 
 
 def test_merged_deep_merges_a_copy_and_null_deletes() -> None:
@@ -65,7 +68,7 @@ def change(path: Path, how: dict[str, Any]) -> Any:
 def test_restoring_what_was_found_keeps_the_readings_of_now(tmp_path: Path) -> None:
     path = tmp_path / "overrides.yaml"
     path.write_text(yaml.safe_dump(FOUND))
-    found = without_readings(FOUND)
+    found = without_readings(FOUND, PUBLISHED)
     # A test's own keys, then the watcher's newer readings on other devices.
     change(path, {"merge": {"all": None, "devices": {"2": None, "3": {"thermal": {"x": 1}}}}})
     current = yaml.safe_load(path.read_text())
@@ -81,6 +84,7 @@ def test_restoring_what_was_found_keeps_the_readings_of_now(tmp_path: Path) -> N
             "1": {"memory": {"used_bytes": 3, "free_bytes": 4, "total_bytes": 9}, "ecc": {}},
             "2": {"thermal": {"temperature_gpu_c": 70}, "utilization": None},
             "3": {"memory": {"used_bytes": 0, "free_bytes": 6}},
+            "5": {"memory": {"used_bytes": 9}},
         },
     }
 
@@ -89,7 +93,7 @@ def test_restoring_an_absent_file_leaves_only_readings(tmp_path: Path) -> None:
     path = tmp_path / "overrides.yaml"
     change(path, {"merge": {"devices": {"0": {"memory": {"used_bytes": 1, "free_bytes": 2}}}}})
     change(path, {"merge": {"all": {"performance_state": "P8"}}})
-    assert change(path, {"replace": without_readings(None)}) == {
+    assert change(path, {"replace": without_readings(None, PUBLISHED)}) == {
         "version": 1,
         "devices": {"0": {"memory": {"used_bytes": 1, "free_bytes": 2}}},
     }
