@@ -192,6 +192,18 @@ def test_a_node_shared_through_aliases_is_no_cycle() -> None:
     assert devices == [Device(0, "", 8, 2)]
 
 
+def total_bytes_profile(total: int) -> str:
+    return HEADER + f"device_defaults: {{memory: {{total_bytes: {total}}}}}\n"
+
+
+def loaded_source(path: Path, total: int) -> ProfileSource:
+    """A ProfileSource that has read a profile of `total` bytes per device from `path`."""
+    path.write_text(total_bytes_profile(total))
+    source = ProfileSource(path)
+    assert source.refresh()[0].total_bytes == total  # type: ignore[index]
+    return source
+
+
 class TestProfileSource:
     def test_missing_then_appears(self, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
         path = tmp_path / "config.yaml"
@@ -222,33 +234,26 @@ class TestProfileSource:
 
     def test_same_size_rewrite_detected_by_mtime(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"
-        text = HEADER + "device_defaults: {memory: {total_bytes: 7}}\n"
-        path.write_text(text)
-        source = ProfileSource(path)
-        assert source.refresh()[0].total_bytes == 7  # type: ignore[index]
-        path.write_text(text.replace("7", "8"))
+        source = loaded_source(path, 7)
+        path.write_text(total_bytes_profile(8))
         st = path.stat()
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000))
         assert source.refresh()[0].total_bytes == 8  # type: ignore[index]
 
     def test_a_size_change_under_the_same_mtime_is_detected(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"
-        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
-        source = ProfileSource(path)
-        assert source.refresh()[0].total_bytes == 7  # type: ignore[index]
+        source = loaded_source(path, 7)
         st = path.stat()
-        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 70}}\n")
+        path.write_text(total_bytes_profile(70))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         assert source.refresh()[0].total_bytes == 70  # type: ignore[index]
 
     def test_a_new_inode_under_the_same_mtime_and_size_is_detected(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"
-        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
-        source = ProfileSource(path)
-        assert source.refresh()[0].total_bytes == 7  # type: ignore[index]
+        source = loaded_source(path, 7)
         st = path.stat()
         new = tmp_path / "config.yaml.new"
-        new.write_text(HEADER + "device_defaults: {memory: {total_bytes: 8}}\n")
+        new.write_text(total_bytes_profile(8))
         os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.rename(new, path)  # how a ConfigMap update or an atomic writer replaces it
         assert path.stat().st_ino != st.st_ino
@@ -256,9 +261,7 @@ class TestProfileSource:
 
     def test_a_deleted_profile_drops_its_devices(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"
-        path.write_text(HEADER + "device_defaults: {memory: {total_bytes: 7}}\n")
-        source = ProfileSource(path)
-        assert source.refresh() is not None
+        source = loaded_source(path, 7)
         path.unlink()
         assert source.refresh() is None
         assert source.devices is None  # so the watcher reports not ready

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +52,19 @@ def test_the_callers_slack_comes_back_when_the_block_raises() -> None:
     assert slack_of(own) == before
 
 
+def in_a_fresh_interpreter(script: str, socket_path: Path) -> Any:
+    """What `script`, run with the socket path as its argument, prints as JSON."""
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(socket_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(run.stdout)
+
+
 # In a fresh interpreter, so that this channel is the one that starts grpc.
 _OPEN_A_CHANNEL = """
 import json, os, sys, threading, time
@@ -81,15 +95,7 @@ channel.close()
 def test_grpcs_threads_start_with_the_slack_and_the_caller_keeps_its_own(
     short_tmp: Path,
 ) -> None:
-    run = subprocess.run(
-        [sys.executable, "-c", _OPEN_A_CHANNEL, str(short_tmp / "kubelet.sock")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    seen = json.loads(run.stdout)
+    seen = in_a_fresh_interpreter(_OPEN_A_CHANNEL, short_tmp / "kubelet.sock")
     own_before, own_after = seen["own"]
     assert own_after == own_before != GRPC_TIMER_SLACK_NS
     started = seen["started"].values()
@@ -126,15 +132,7 @@ second.close()
 
 def test_the_first_channel_is_preceded_by_a_throwaway_at_normal_slack(short_tmp: Path) -> None:
     """grpc's one-time clock measurement runs on the throwaway's threads, not the slack's."""
-    run = subprocess.run(
-        [sys.executable, "-c", _OPEN_TWO_CHANNELS, str(short_tmp / "kubelet.sock")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    seen = json.loads(run.stdout)
+    seen = in_a_fresh_interpreter(_OPEN_TWO_CHANNELS, short_tmp / "kubelet.sock")
     throwaway, first, second = seen["made"]
     assert throwaway["slack"] != GRPC_TIMER_SLACK_NS
     assert first["slack"] == second["slack"] == GRPC_TIMER_SLACK_NS
