@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocwatch.overrides import FILE_MODE, MEMORY_KEYS
+from allocwatch.overrides import FILE_MODE, MEMORY_KEYS, remove_readings
 from allocwatch.profile import Device
 
 Readings = dict[str, dict[str, int]]
@@ -82,29 +82,9 @@ def without_readings(
     document: Mapping[str, Any] | None, published: Iterable[str]
 ) -> dict[str, Any]:
     """The document less the two memory keys allocwatch publishes for the devices
-    `published` ("<index>"), and any map left empty by that. Another device's
-    memory keys are someone else's."""
-    ours = set(published)
-
-    def prune(node: Any, path: tuple[str, ...]) -> Any:
-        if not isinstance(node, Mapping):
-            return node
-        out = {}
-        for key, value in node.items():
-            if (
-                key in MEMORY_KEYS
-                and len(path) == 3
-                and path[::2] == ("devices", "memory")
-                and path[1] in ours
-            ):
-                continue
-            kept = prune(value, (*path, str(key)))
-            if isinstance(value, Mapping) and value and not kept:
-                continue  # emptied by the removal
-            out[key] = kept
-        return out
-
-    return prune(document or {}, ())
+    `published` ("<index>"), and any map left empty by that, as its exit leaves
+    it. Another device's memory keys are someone else's."""
+    return remove_readings(document or {}, [int(index) for index in published])
 
 
 def merged(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
