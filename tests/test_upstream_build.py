@@ -1,222 +1,300 @@
-"""hack/upstream/build.sh against a stand-in for the upstream module.
+"""hack/upstream/build.sh against a stand-in for the pinned upstream source.
 
-The real module is not served by the Go module proxy here, so these tests
-serve a small module of the same path and commit from a file-based proxy,
-shaped as upstream ships it: a committed vendor/ (of which a module zip keeps
-only vendor/modules.txt), a dependency, the CLI's main package and the
-c-shared bridge. They run the script's whole proxy path: resolving the commit
-to its pseudo-version, building both, linking the library as upstream's
-Makefile does, and reusing the cached build.
+The stand-in is shaped as upstream ships: a module of upstream's path whose
+only dependency sits in its committed vendor/, the CLI's main package, and a
+mock library built by its own Makefile in pkg/gpu/mocknvml (which links the
+version aliases, as upstream's does). It is served both ways build.sh takes
+it: as the pinned tarball beside the repository, checked against its sha256,
+and, without a tarball, as a git repository holding the pinned commit. Each
+needs a copy of hack/ whose VERSION pins the stand-in; the real pins are
+used where a test needs them to refuse the stand-in.
 """
 
 from __future__ import annotations
 
 import ctypes
-import http.server
-import json
+import hashlib
 import os
 import re
 import shutil
 import subprocess
-import threading
-import zipfile
+import tarfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.interop.upstream import BUILD_SCRIPT, EXIT_NOT_SERVED
-
+REPO = Path(__file__).resolve().parents[1]
+HACK = REPO / "hack"
 PIN = dict(
     line.split("=", 1)
-    for line in (BUILD_SCRIPT.parent / "VERSION").read_text().splitlines()
+    for line in (HACK / "upstream" / "VERSION").read_text().splitlines()
     if line and not line.startswith("#")
 )
-MODULE, COMMIT, DRIVER = PIN["module"], PIN["commit"], PIN["driver_version"]
-PSEUDO_VERSION = f"v0.0.0-20260821000000-{COMMIT[:12]}"
+MODULE = "github.com/NVIDIA/k8s-test-infra"
 DEP, DEP_VERSION = "example.invalid/nvmlmockdep", "v1.0.0"
-# The unversioned NVML names build.sh aliases to versioned symbols.
-ALIASES = dict(re.findall(r"^\s+(nvml\w+)=(nvml\w+)$", BUILD_SCRIPT.read_text(), re.M))
+DRIVER = "9.9.9"
+# name -> versioned symbol, as upstream's Makefile aliases them
+ALIASES = {
+    "nvmlDeviceGetPciInfo": "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
+}
 GO = shutil.which("go") or "/usr/local/go/bin/go"
+# The stand-in's Makefile refuses to build unless build.sh gave it upstream's
+# offline environment: vendored modules only, no module proxy.
+MAKEFILE = f"""\
+LIB := libnvidia-ml.so.{DRIVER}
+all: $(LIB)
+\tln -sf $(LIB) libnvidia-ml.so.1
+\tln -sf libnvidia-ml.so.1 libnvidia-ml.so
+$(LIB):
+\ttest "$$GOPROXY" = off
+\tcase " $$GOFLAGS " in *" -mod=vendor "*) ;; *) echo "GOFLAGS=$$GOFLAGS"; exit 1;; esac
+\tCGO_LDFLAGS_ALLOW='--defsym|-soname' \\
+\tCGO_LDFLAGS='{" ".join(f"-Wl,--defsym,{a}={t}" for a, t in ALIASES.items())} \
+-Wl,-soname,libnvidia-ml.so.1' \\
+\tgo build -buildmode=c-shared -o $(LIB) ./bridge
+"""
 
 
-def escape(path: str) -> str:
-    """The module proxy's case encoding: an upper-case letter becomes `!` and its lower case."""
-    return re.sub(r"[A-Z]", lambda m: "!" + m.group().lower(), path)
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
-def serve(
-    proxy: Path, module: str, version: str, tree: Path, queries: tuple[str, ...] = ()
-) -> None:
-    """Publish `tree` as module@version in a file-based proxy, as a module zip holds it."""
-    versions = proxy / escape(module) / "@v"
-    versions.mkdir(parents=True, exist_ok=True)
-    info = json.dumps({"Version": version, "Time": "2026-08-21T00:00:00Z"})
-    for name in (version, *queries):
-        (versions / f"{name}.info").write_text(info)
-    (versions / "list").write_text(version + "\n")
-    shutil.copy(tree / "go.mod", versions / f"{version}.mod")
-    with zipfile.ZipFile(versions / f"{version}.zip", "w") as z:
-        for path in sorted(p for p in tree.rglob("*") if p.is_file()):
-            rel = path.relative_to(tree).as_posix()
-            if rel.startswith("vendor/") and rel != "vendor/modules.txt":
-                continue  # what the go command leaves out of a module zip
-            z.write(path, f"{module}@{version}/{rel}")
-
-
-def go_env(proxy: str, cache: Path) -> dict[str, str]:
-    env = dict(os.environ, GOPROXY=proxy, GOSUMDB="off", GOTOOLCHAIN="local")
-    env.update(GOMODCACHE=str(cache / "go" / "mod"), GOCACHE=str(cache / "go" / "build"))
-    env.pop("GOFLAGS", None)
-    return env
-
-
-def stand_in(root: Path) -> Path:
-    """A file-based proxy serving the dependency and the upstream stand-in."""
-    proxy = root / "proxy"
-    dep = root / "dep"
-    dep.mkdir()
-    (dep / "go.mod").write_text(f"module {DEP}\n\ngo 1.22\n")
-    (dep / "dep.go").write_text(
-        'package nvmlmockdep\n\nfunc Name() string { return "stand-in upstream" }\n'
-    )
-    serve(proxy, DEP, DEP_VERSION, dep)
-
-    up = root / "upstream"
-    (up / "cmd" / "nvml-mock-ctl").mkdir(parents=True)
-    (up / "pkg" / "gpu" / "mocknvml" / "bridge").mkdir(parents=True)
-    (up / "go.mod").write_text(f"module {MODULE}\n\ngo 1.22\n\nrequire {DEP} {DEP_VERSION}\n")
-    (up / "cmd" / "nvml-mock-ctl" / "main.go").write_text(
-        f'package main\n\nimport (\n\t"fmt"\n\n\tdep "{DEP}"\n)\n\n'
-        "func main() { fmt.Println(dep.Name()) }\n"
-    )
-    # Each versioned symbol returns its position in the alias table, so a
-    # call through the unversioned name shows which symbol it reached.
+def stand_in_tree(root: Path) -> Path:
+    """Upstream's shape in miniature: go.mod, vendor/, the CLI, the library's Makefile."""
     exports = "".join(
         f"//export {target}\nfunc {target}() C.int {{ return {i} }}\n\n"
         for i, target in enumerate(ALIASES.values())
     )
-    (up / "pkg" / "gpu" / "mocknvml" / "bridge" / "bridge.go").write_text(
-        f'package main\n\nimport "C"\n\nimport dep "{DEP}"\n\n{exports}'
-        "var _ = dep.Name\n\nfunc main() {}\n"
+    write(
+        root,
+        {
+            "go.mod": f"module {MODULE}\n\ngo 1.22\n\nrequire {DEP} {DEP_VERSION}\n",
+            "vendor/modules.txt": f"# {DEP} {DEP_VERSION}\n## explicit; go 1.22\n{DEP}\n",
+            f"vendor/{DEP}/dep.go": (
+                'package nvmlmockdep\n\nfunc Name() string { return "stand-in upstream" }\n'
+            ),
+            "cmd/nvml-mock-ctl/main.go": (
+                f'package main\n\nimport (\n\t"fmt"\n\n\tdep "{DEP}"\n)\n\n'
+                "func main() { fmt.Println(dep.Name()) }\n"
+            ),
+            # each versioned symbol returns its position, so a call through
+            # the unversioned name shows which symbol it reached
+            "pkg/gpu/mocknvml/bridge/bridge.go": (
+                f'package main\n\nimport "C"\n\nimport dep "{DEP}"\n\n{exports}'
+                "var _ = dep.Name\n\nfunc main() {}\n"
+            ),
+            "pkg/gpu/mocknvml/Makefile": MAKEFILE,
+        },
     )
-    # its own module cache, so that build.sh fetches the dependency itself
-    env = go_env(f"file://{proxy}", root / "scratch")
-    for args in (["mod", "tidy"], ["mod", "vendor"]):
-        subprocess.run([GO, *args], cwd=up, env=env, check=True, capture_output=True)
-    serve(proxy, MODULE, PSEUDO_VERSION, up, queries=(COMMIT,))
-    return proxy
+    return root
 
 
-def build(
-    cache: Path, proxy: str, script: Path = BUILD_SCRIPT, **env: str
-) -> subprocess.CompletedProcess[str]:
+def tarball_of(tree: Path, dest: Path) -> str:
+    """`git archive`'s layout (one top folder); returns the sha256."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:gz") as tar:
+        tar.add(tree, arcname="k8s-test-infra-3b2b865d")
+    return hashlib.sha256(dest.read_bytes()).hexdigest()
+
+
+def git_repo_of(tree: Path, dest: Path) -> str:
+    """A repository holding the tree, then a later commit that changes it; returns the first."""
+    shutil.copytree(tree, dest)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid")
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(
+            ["git", "-C", str(dest), *args], env=env, capture_output=True, text=True, check=True
+        )
+        return proc.stdout.strip()
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "stand-in")
+    pinned = git("rev-parse", "HEAD")
+    dep = dest / "vendor" / DEP / "dep.go"
+    dep.write_text(dep.read_text().replace("stand-in upstream", "a later commit"))
+    git("commit", "-qam", "later")
+    return pinned
+
+
+def hack_copy(repo: Path, **pins: str) -> Path:
+    """hack/upstream and cache-dir.sh under repo/, VERSION's pins replaced; returns build.sh."""
+    shutil.copytree(HACK / "upstream", repo / "hack" / "upstream")
+    shutil.copy(HACK / "cache-dir.sh", repo / "hack" / "cache-dir.sh")
+    version = repo / "hack" / "upstream" / "VERSION"
+    text = version.read_text()
+    for key, value in pins.items():
+        text, n = re.subn(rf"^{key}=.*$", f"{key}={value}", text, flags=re.M)
+        assert n == 1, key
+    version.write_text(text)
+    return repo / "hack" / "upstream" / "build.sh"
+
+
+def build(script: Path, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GO", "ALLOCWATCH_"))}
     return subprocess.run(
         ["bash", str(script)],
-        env=go_env(proxy, cache) | {"ALLOCWATCH_CACHE": str(cache), "GO": GO} | env,
+        env=base | {"ALLOCWATCH_CACHE": str(cache), "GO": GO} | env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
+
+
+def output_dir(result: subprocess.CompletedProcess[str]) -> Path:
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout
+    return Path(lines[0])
+
+
+@dataclass
+class StandIn:
+    root: Path
+    cache: Path
+    tarball: Path
+    digest: str
+    script: Path  # pins the stand-in tarball, which sits where the real one would
+    out: Path  # its build
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """(cache, output directory) after one build from the stand-in."""
+def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIn]:
     if not os.access(GO, os.X_OK):
         pytest.fail("these tests need Go: put `go` on PATH (CI installs it in .ci/run)")
     root = tmp_path_factory.mktemp("upstream-build")
+    tree = stand_in_tree(root / "tree")
+    tarball = root / "shared" / "upstream" / PIN["tarball"]
+    digest = tarball_of(tree, tarball)
+    script = hack_copy(root / "repo", tarball_sha256=digest)
     cache = root / "cache"
-    result = build(cache, f"file://{stand_in(root)}")
-    assert result.returncode == 0, result.stderr
-    yield cache, Path(result.stdout.strip().splitlines()[-1])
-    # the module cache is read-only, as the go command leaves it
-    subprocess.run(["chmod", "-R", "u+w", str(root)], check=False)
+    out = output_dir(build(script, cache))
+    yield StandIn(root, cache, tarball, digest, script, out)
 
 
-def test_builds_from_the_pinned_commit_through_the_proxy(built: tuple[Path, Path]) -> None:
-    cache, out = built
-    assert out.parent == cache / "upstream" and out.name.startswith(f"{PSEUDO_VERSION}-")
-    assert (cache / "upstream" / f"commit-{COMMIT}").read_text().strip() == PSEUDO_VERSION
-    assert (out / "SOURCE").read_text().strip() == f"{MODULE}@{PSEUDO_VERSION} ({COMMIT})"
+def test_builds_the_pinned_tarball_beside_the_repository(stand_in: StandIn) -> None:
+    out = stand_in.out
+    assert out.parent == stand_in.cache / "upstream"
+    assert out.name.startswith(f"tar-{stand_in.digest[:12]}-")
+    assert (out / "SOURCE").read_text().split() == [
+        PIN["tarball"],
+        "sha256",
+        stand_in.digest,
+        f"({PIN['commit']})",
+    ]
+    # the CLI links the dependency that only vendor/ has
     cli = subprocess.run([str(out / "nvml-mock-ctl")], capture_output=True, text=True, check=True)
     assert cli.stdout == "stand-in upstream\n"
 
 
-def test_links_the_library_as_upstream_does(built: tuple[Path, Path]) -> None:
-    _, out = built
+def test_ships_the_library_its_makefile_built(stand_in: StandIn) -> None:
+    out = stand_in.out
     assert os.readlink(out / "libnvidia-ml.so.1") == f"libnvidia-ml.so.{DRIVER}"
     assert os.readlink(out / "libnvidia-ml.so") == "libnvidia-ml.so.1"
     readelf = ["readelf", "-d", str(out / "libnvidia-ml.so.1")]
     dynamic = subprocess.run(readelf, capture_output=True, text=True, check=True).stdout
     assert "Library soname: [libnvidia-ml.so.1]" in dynamic
     lib = ctypes.CDLL(str(out / "libnvidia-ml.so.1"))
-    assert len(ALIASES) == 14
     for i, (name, target) in enumerate(ALIASES.items()):
         assert getattr(lib, name)() == i, f"{name} does not reach {target}"
 
 
-def test_a_cached_build_is_reused_without_go_or_the_proxy(built: tuple[Path, Path]) -> None:
-    cache, out = built
-    again = build(cache, "off", GO="/nonexistent/go")
-    assert again.returncode == 0, again.stderr
-    assert again.stdout.strip() == str(out)
+def test_a_cached_build_is_reused_without_go(stand_in: StandIn) -> None:
+    again = build(stand_in.script, stand_in.cache, GO="/nonexistent/go")
+    assert output_dir(again) == stand_in.out
 
 
-def test_a_changed_recipe_is_not_served_from_the_cache(
-    built: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """A new driver version (or build.sh) builds afresh: here, without Go, it cannot."""
-    cache, _ = built
-    hack = tmp_path / "hack"
-    shutil.copytree(BUILD_SCRIPT.parent, hack / "upstream")
-    shutil.copy(BUILD_SCRIPT.parent.parent / "cache-dir.sh", hack / "cache-dir.sh")
-    pins = hack / "upstream" / "VERSION"
-    pins.write_text(pins.read_text().replace(f"driver_version={DRIVER}", "driver_version=1.2.3"))
-    again = build(cache, "off", script=hack / "upstream" / "build.sh", GO="/nonexistent/go")
-    assert again.returncode == 1, again.stdout
-    assert "no working Go toolchain" in again.stderr
+def test_a_tarball_with_another_digest_is_refused(stand_in: StandIn) -> None:
+    """The real pin against the stand-in: one line says so, and nothing is built."""
+    cache = stand_in.root / "refused-cache"
+    result = build(
+        HACK / "upstream" / "build.sh", cache, ALLOCWATCH_UPSTREAM_TARBALL=str(stand_in.tarball)
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"build.sh: {stand_in.tarball} has sha256 {stand_in.digest}, not the pinned "
+        f"{PIN['tarball_sha256']} (hack/upstream/VERSION); refusing to build it\n"
+    )
+    assert not (cache / "upstream").exists()
 
 
-def test_no_working_go_exits_1_saying_so(tmp_path: Path) -> None:
-    result = build(tmp_path / "cache", "off", GO="/nonexistent/go")
+def test_a_changed_tarball_is_refused_even_with_a_warm_cache(stand_in: StandIn) -> None:
+    changed = stand_in.root / "changed" / PIN["tarball"]
+    changed.parent.mkdir()
+    changed.write_bytes(stand_in.tarball.read_bytes() + b"\0")
+    result = build(stand_in.script, stand_in.cache, ALLOCWATCH_UPSTREAM_TARBALL=str(changed))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert f"not the pinned {stand_in.digest}" in result.stderr
+
+
+def test_a_changed_recipe_is_not_served_from_the_cache(stand_in: StandIn) -> None:
+    """Another VERSION (or build.sh) builds afresh: here, without Go, it cannot."""
+    script = hack_copy(
+        stand_in.root / "recipe",
+        tarball_sha256=stand_in.digest,
+        repository="https://example.invalid/another-recipe",
+    )
+    result = build(
+        script,
+        stand_in.cache,
+        GO="/nonexistent/go",
+        ALLOCWATCH_UPSTREAM_TARBALL=str(stand_in.tarball),
+    )
+    assert result.returncode == 1, result.stdout
+    assert "no working Go toolchain (/nonexistent/go" in result.stderr
+
+
+def test_a_named_tarball_that_is_missing_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.tar.gz"
+    result = build(
+        HACK / "upstream" / "build.sh", tmp_path / "cache", ALLOCWATCH_UPSTREAM_TARBALL=str(missing)
+    )
+    assert result.returncode == 1
+    assert result.stderr == f"build.sh: ALLOCWATCH_UPSTREAM_TARBALL={missing}: no such file\n"
+
+
+def test_without_a_tarball_it_clones_the_pinned_commit(stand_in: StandIn) -> None:
+    origin = stand_in.root / "origin"
+    commit = git_repo_of(stand_in.root / "tree", origin)
+    # no shared/upstream/ beside this copy
+    script = hack_copy(stand_in.root / "clone" / "repo", commit=commit)
+    url = f"file://{origin}"
+    out = output_dir(build(script, stand_in.cache, ALLOCWATCH_UPSTREAM_GIT=url))
+    assert out.name.startswith(f"git-{commit[:12]}-")
+    assert (out / "SOURCE").read_text() == f"{url}@{commit}\n"
+    # the pinned commit, not the branch head after it
+    cli = subprocess.run([str(out / "nvml-mock-ctl")], capture_output=True, text=True, check=True)
+    assert cli.stdout == "stand-in upstream\n"
+    assert os.readlink(out / "libnvidia-ml.so.1") == f"libnvidia-ml.so.{DRIVER}"
+
+
+def test_a_repository_without_the_pinned_commit_fails_clearly(stand_in: StandIn) -> None:
+    origin = stand_in.root / "unpinned"
+    git_repo_of(stand_in.root / "tree", origin)
+    script = hack_copy(stand_in.root / "unpinned-clone" / "repo")
+    cache = stand_in.root / "unpinned-cache"
+    result = build(script, cache, ALLOCWATCH_UPSTREAM_GIT=f"file://{origin}")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.splitlines()[-1] == (
+        f"build.sh: cannot fetch {PIN['commit']} from file://{origin} "
+        "(no tarball at ../shared/upstream/ either)"
+    )
+    assert not list((cache / "upstream").glob("git-*"))
+
+
+def test_no_working_go_exits_1_saying_so(stand_in: StandIn, tmp_path: Path) -> None:
+    result = build(stand_in.script, tmp_path / "cache", GO="/nonexistent/go")
     assert result.returncode == 1
     assert "no working Go toolchain (/nonexistent/go" in result.stderr
-    assert result.stdout == ""
-
-
-def test_a_proxy_that_cannot_be_asked_exits_1_not_not_served(tmp_path: Path) -> None:
-    """Exit 3 means the proxy refused the module; any other failure is 1."""
-    result = build(tmp_path / "cache", "off")
-    subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=False)
-    assert result.returncode == 1, result.stderr
-    assert "does not serve" not in result.stderr
-
-
-class _Refusing(http.server.BaseHTTPRequestHandler):
-    """The module proxy's answer for a module version it does not serve."""
-
-    def do_GET(self) -> None:
-        body = b"This module version is not available.\n"
-        self.send_response(403)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def test_a_module_the_proxy_refuses_exits_not_served(tmp_path: Path) -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        result = build(tmp_path / "cache", f"http://127.0.0.1:{server.server_port}")
-    finally:
-        server.shutdown()
-        server.server_close()
-        subprocess.run(["chmod", "-R", "u+w", str(tmp_path)], check=False)
-    assert result.returncode == EXIT_NOT_SERVED, result.stderr
-    assert "does not serve" in result.stderr
     assert result.stdout == ""

@@ -1,165 +1,135 @@
 #!/usr/bin/env bash
-# Build the upstream nvml-mock tools at the pinned commit (hack/upstream/VERSION),
-# through the Go module proxy, and print the output directory:
+# Build the upstream nvml-mock tools at the pinned commit (hack/upstream/VERSION)
+# and print the output directory:
 #
-#   <cache>/upstream/<pseudo-version>-<recipe>/nvml-mock-ctl
-#   <cache>/upstream/<pseudo-version>-<recipe>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
+#   <cache>/upstream/<source>-<recipe>/nvml-mock-ctl
+#   <cache>/upstream/<source>-<recipe>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
 #
-# <cache> is $ALLOCWATCH_CACHE (default /var/cache/allocwatch for root, else
-# ${XDG_CACHE_HOME:-~/.cache}/allocwatch); GOMODCACHE and GOCACHE live under it
-# too. A directory that is already complete is reused as is.
-# Upstream is built as its own main module straight from the module cache, so
-# its go.mod/go.sum decide every dependency; none of its source is committed here.
+# The source, in this order:
+#   1. the pinned tarball, checked against its sha256: $ALLOCWATCH_UPSTREAM_TARBALL,
+#      else ../shared/upstream/<tarball> beside the repository; no network at all;
+#   2. without it, a shallow git clone of the pinned commit from the repository
+#      ($ALLOCWATCH_UPSTREAM_GIT overrides the URL).
+# <source> is tar-<sha256> or git-<commit> (abbreviated) and <recipe> hashes
+# VERSION and this script, so a changed source or recipe builds afresh; a
+# complete directory is reused as is. <cache> is $ALLOCWATCH_CACHE (see
+# hack/cache-dir.sh); GOCACHE lives under it too.
+# Upstream builds with its own vendor/ (GOFLAGS=-mod=vendor GOPROXY=off) and
+# its own Makefile for the mock library (its --defsym aliases are what lets
+# nvidia-smi and pynvml dlsym the unversioned NVML names).
 #
-# UPSTREAM_SRC=<dir> builds from a local checkout of the pinned commit instead
-# of the module proxy (the checkout's HEAD must be that commit); its output goes
-# to <cache>/upstream/src-<commit>-<recipe>/.
-#
-# Exit codes: 0 built (or cached); 1 the build failed; 3 the module proxy does
-# not serve the pinned module (nothing can be built on this machine).
+# Exit codes: 0 built (or cached); 1 anything failed (one line on stderr says what).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
 pin() { sed -n "s/^$1=//p" "$here/VERSION"; }
-module=$(pin module)
+repository=${ALLOCWATCH_UPSTREAM_GIT:-$(pin repository)}
 commit=$(pin commit)
-driver_version=$(pin driver_version)
+tarball_sha256=$(pin tarball_sha256)
 
 # shellcheck source=hack/cache-dir.sh
 . "$here/../cache-dir.sh"
 cache=$(allocwatch_cache_dir)
 root=$cache/upstream
-# Builds are keyed by the recipe too (the pin file and this script: the driver
-# version, the symbol aliases, the flags), so changing either builds afresh.
 recipe=$(cat "$here/VERSION" "$here/build.sh" | sha256sum | cut -c1-8)
-export GOMODCACHE=$cache/go/mod
-export GOCACHE=$cache/go/build
-export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
-export GOFLAGS=-buildvcs=false
-export CGO_ENABLED=1
 
 log() { echo "build.sh: $*" >&2; }
-
-# Looked up only once a build is needed: a complete cache needs no Go.
-find_go() {
-  go=${GO:-}
-  if [ -z "$go" ]; then
-    if command -v go >/dev/null 2>&1; then go=$(command -v go)
-    elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
-    fi
-  fi
-  if [ -z "$go" ] || ! "$go" version >/dev/null 2>&1; then
-    log "no working Go toolchain (${go:-none found}; put go on PATH or set GO=...)"
-    exit 1
-  fi
-}
+die() { log "$*"; exit 1; }
 complete() { [ -x "$1/nvml-mock-ctl" ] && [ -e "$1/libnvidia-ml.so.1" ]; }
 
-mkdir -p "$root"
-if [ -n "${UPSTREAM_SRC:-}" ]; then
-  head=$(git -C "$UPSTREAM_SRC" rev-parse HEAD 2>/dev/null || true)
-  if [ "$head" != "$commit" ]; then
-    log "UPSTREAM_SRC=$UPSTREAM_SRC is at '${head:-not a git checkout}', not the pinned $commit"
-    exit 1
-  fi
-  version=src-$commit
-  src=$(cd "$UPSTREAM_SRC" && pwd)
+# An explicit tarball must exist; the default one is optional.
+if [ -n "${ALLOCWATCH_UPSTREAM_TARBALL:-}" ]; then
+  tarball=$ALLOCWATCH_UPSTREAM_TARBALL
+  [ -f "$tarball" ] || die "ALLOCWATCH_UPSTREAM_TARBALL=$tarball: no such file"
+else
+  tarball=$repo/../shared/upstream/$(pin tarball)
+  [ -f "$tarball" ] || tarball=
 fi
-# The commit → pseudo-version answer is cached too, so a warm cache builds offline.
-resolved=$root/commit-$commit
-if [ -z "${src:-}" ] && [ -s "$resolved" ]; then version=$(cat "$resolved"); fi
-# A complete build needs no Go at all.
-if [ -n "${version:-}" ] && complete "$root/$version-$recipe"; then
-  echo "$root/$version-$recipe"
-  exit 0
+if [ -n "$tarball" ]; then
+  # Checked on every run, warm or cold: a cached build must not stand in for
+  # a tarball that has since changed under the same name.
+  got=$(sha256sum "$tarball" | cut -d' ' -f1)
+  [ "$got" = "$tarball_sha256" ] ||
+    die "$tarball has sha256 $got, not the pinned $tarball_sha256 (hack/upstream/VERSION); refusing to build it"
+  source=tar-${tarball_sha256:0:12}
+else
+  source=git-${commit:0:12}
 fi
-
-find_go
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-if [ -z "${src:-}" ]; then
-cd "$work"
-"$go" mod init allocwatch.invalid/upstream-build >/dev/null 2>&1 || {
-  log "go mod init failed in $work"
-  exit 1
-}
-log "resolving $module@$commit through the module proxy"
-if ! "$go" mod download -json "$module@$commit" >download.json 2>download.err; then
-  cat download.json download.err >&2
-  if grep -qiE 'not available|403|404|410|not found|unknown revision' download.json download.err; then
-    log "the Go module proxy does not serve $module@$commit; cannot build upstream here"
-    exit 3
-  fi
-  exit 1
-fi
-json() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}$/\1/p" download.json | head -n1; }
-version=$(json Version)
-src=$(json Dir)
-if [ -z "$version" ] || [ ! -d "$src" ]; then
-  cat download.json >&2
-  log "could not resolve $module@$commit"
-  exit 1
-fi
-echo "$version" >"$resolved"
-# Upstream commits vendor/, but a module zip keeps only vendor/modules.txt, so
-# the go command would pick vendor mode and find no packages there. Build from
-# go.mod and go.sum instead; a checkout (UPSTREAM_SRC) has the whole vendor/.
-export GOFLAGS="$GOFLAGS -mod=readonly"
-fi
-out=$root/$version-$recipe
+out=$root/$source-$recipe
 if complete "$out"; then
   echo "$out"
   exit 0
 fi
-log "building $module at $version"
 
+# Looked up only once a build is needed: a complete cache needs no Go.
+go=${GO:-}
+if [ -z "$go" ]; then
+  if command -v go >/dev/null 2>&1; then go=$(command -v go)
+  elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
+  fi
+fi
+if [ -z "$go" ] || ! "$go" version >/dev/null 2>&1; then
+  die "no working Go toolchain (${go:-none found}; put go on PATH or set GO=...)"
+fi
+command -v make >/dev/null 2>&1 || die "no make on PATH (upstream's mock library builds with its Makefile)"
+# upstream's Makefile calls plain `go`
+export PATH=$(dirname "$go"):$PATH
+export GOCACHE=$cache/go/build
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
+# -trimpath: each build unpacks into a new temporary directory, and only
+# path-free builds can reuse GOCACHE across them.
+export GOFLAGS="-mod=vendor -buildvcs=false -trimpath"
+export GOPROXY=off
+export CGO_ENABLED=1
+
+mkdir -p "$root"
+work=$(mktemp -d)
 stage=$(mktemp -d "$root/.build-XXXXXX")
 trap 'rm -rf "$work" "$stage"' EXIT
-cd "$src"
-
-hint() {
-  log "build failed; if go.mod asks for a newer Go than $("$go" env GOVERSION), rerun with GOTOOLCHAIN=go1.27.3"
-  exit 1
-}
-
-# (a) the CLI, including `watch-allocations`.
-"$go" build -trimpath -o "$stage/nvml-mock-ctl" ./cmd/nvml-mock-ctl || hint
-
-# (b) the mock NVML library, linked the way upstream's pkg/gpu/mocknvml/Makefile
-# links it: soname libnvidia-ml.so.1, the unversioned NVML names aliased to
-# their versioned symbols, and no size padding (build tag nopadding).
-aliases=(
-  nvmlDeviceGetPciInfo=nvmlDeviceGetPciInfo_v3
-  nvmlDeviceGetHandleByPciBusId=nvmlDeviceGetHandleByPciBusId_v2
-  nvmlDeviceGetNvLinkRemotePciInfo=nvmlDeviceGetNvLinkRemotePciInfo_v2
-  nvmlDeviceRemoveGpu=nvmlDeviceRemoveGpu_v2
-  nvmlDeviceGetGridLicensableFeatures=nvmlDeviceGetGridLicensableFeatures_v4
-  nvmlEventSetWait=nvmlEventSetWait_v2
-  nvmlDeviceGetAttributes=nvmlDeviceGetAttributes_v2
-  nvmlComputeInstanceGetInfo=nvmlComputeInstanceGetInfo_v2
-  nvmlDeviceGetComputeRunningProcesses=nvmlDeviceGetComputeRunningProcesses_v3
-  nvmlDeviceGetGraphicsRunningProcesses=nvmlDeviceGetGraphicsRunningProcesses_v3
-  nvmlDeviceGetMPSComputeRunningProcesses=nvmlDeviceGetMPSComputeRunningProcesses_v3
-  nvmlDeviceGetGpuInstancePossiblePlacements=nvmlDeviceGetGpuInstancePossiblePlacements_v2
-  nvmlVgpuInstanceGetLicenseInfo=nvmlVgpuInstanceGetLicenseInfo_v2
-  nvmlDeviceGetDriverModel=nvmlDeviceGetDriverModel_v2
-)
-ldflags="-Wl,-soname,libnvidia-ml.so.1"
-for a in "${aliases[@]}"; do ldflags+=" -Wl,--defsym,$a"; done
-lib=libnvidia-ml.so.$driver_version
-bridge=$src/pkg/gpu/mocknvml/bridge
-if [ ! -d "$bridge" ] && [ -z "${UPSTREAM_SRC:-}" ]; then
-  # A nested module is left out of the root module's zip: fetch it on its own.
-  (cd "$work" && "$go" mod download -json "$module/pkg/gpu/mocknvml/bridge@$commit" >bridge.json) || hint
-  bridge=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' "$work/bridge.json" | head -n1)
+src=$work/src
+mkdir "$src"
+if [ -n "$tarball" ]; then
+  log "building from $tarball"
+  tar xzf "$tarball" -C "$src" --strip-components=1 || die "cannot unpack $tarball"
+  origin="$(basename "$tarball") sha256 $tarball_sha256 ($commit)"
+else
+  log "no upstream tarball; cloning $commit from $repository"
+  git -C "$src" init -q
+  # git's own complaint first, then ours as the last line (a local upload-pack
+  # would otherwise print after it)
+  if ! git -C "$src" fetch -q --depth 1 "$repository" "$commit" 2>"$work/fetch.err"; then
+    cat "$work/fetch.err" >&2
+    die "cannot fetch $commit from $repository (no tarball at ../shared/upstream/ either)"
+  fi
+  git -C "$src" -c advice.detachedHead=false checkout -q FETCH_HEAD
+  head=$(git -C "$src" rev-parse HEAD)
+  [ "$head" = "$commit" ] || die "$repository gave $head for the pinned $commit"
+  origin="$repository@$commit"
 fi
-cd "$bridge"
-CGO_LDFLAGS_ALLOW='--defsym|-soname' CGO_LDFLAGS="$ldflags" \
-  "$go" build -trimpath -tags nopadding -buildmode=c-shared -o "$stage/$lib" . || hint
-rm -f "$stage"/*.h
-ln -sf "$lib" "$stage/libnvidia-ml.so.1"
-ln -sf libnvidia-ml.so.1 "$stage/libnvidia-ml.so"
-echo "$module@$version ($commit)" >"$stage/SOURCE"
+
+# The compilers' output (cgo's deprecation warnings run to thousands of lines)
+# goes to a log, whose tail is shown when a step fails.
+build_log=$work/build.log
+step() {
+  local what=$1
+  shift
+  log "$what"
+  if ! "$@" >>"$build_log" 2>&1; then
+    tail -n 60 "$build_log" >&2
+    die "$what failed with $("$go" env GOVERSION) (the log's tail is above)"
+  fi
+}
+# (a) the mock NVML library, exactly as upstream's Makefile (and so its image) builds it.
+step "make -C pkg/gpu/mocknvml" make -C "$src/pkg/gpu/mocknvml"
+lib=$(readlink "$src/pkg/gpu/mocknvml/libnvidia-ml.so.1") || die "the Makefile made no libnvidia-ml.so.1"
+cp "$src/pkg/gpu/mocknvml/$lib" "$stage/$lib"
+ln -s "$lib" "$stage/libnvidia-ml.so.1"
+ln -s libnvidia-ml.so.1 "$stage/libnvidia-ml.so"
+# (b) the CLI, including `watch-allocations`.
+step "go build ./cmd/nvml-mock-ctl" \
+  bash -c 'cd "$1" && "$2" build -o "$3" ./cmd/nvml-mock-ctl' _ "$src" "$go" "$stage/nvml-mock-ctl"
+echo "$origin" >"$stage/SOURCE"
 
 rm -rf "$out"
 mv "$stage" "$out"

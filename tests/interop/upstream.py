@@ -1,8 +1,9 @@
 """Find the upstream nvml-mock tools, and drive them and their documents.
 
-The tools come from `hack/upstream/build.sh` (cached per pseudo-version), or
-from a directory named by `ALLOCWATCH_UPSTREAM_DIR` that holds `nvml-mock-ctl`
-and `libnvidia-ml.so.1`. The benchmark imports this module too.
+The tools come from `hack/upstream/build.sh` (built once from the pinned
+source, then cached), or from a directory named by `ALLOCWATCH_UPSTREAM_DIR`
+that holds `nvml-mock-ctl` and `libnvidia-ml.so.1`. The benchmark imports
+this module too.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from tests.support.fakekubelet import FakeKubelet
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "upstream" / "build.sh"
 ENV_DIR = "ALLOCWATCH_UPSTREAM_DIR"
-# build.sh's exit code when the module proxy does not serve the pinned module
-EXIT_NOT_SERVED = 3
 MEMORY_KEYS = ("used_bytes", "free_bytes")
 
 
@@ -68,12 +67,7 @@ def locate(build_timeout: float = 1800.0) -> Upstream:
     )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        why = "the Go module proxy does not serve it" if proc.returncode == EXIT_NOT_SERVED else ""
-        raise UpstreamUnavailable(
-            f"hack/upstream/build.sh exited {proc.returncode}"
-            + (f" ({why})" if why else "")
-            + f": {tail}"
-        )
+        raise UpstreamUnavailable(f"hack/upstream/build.sh exited {proc.returncode}: {tail}")
     up = Upstream(Path(proc.stdout.strip().splitlines()[-1]))
     if up.missing():
         raise UpstreamUnavailable(f"build.sh output {up.root} lacks {', '.join(up.missing())}")
