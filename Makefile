@@ -1,6 +1,7 @@
 # allocwatch developer entry points. They run from a clean clone, except
 # image-size (it inspects what `make image` built) and upstream, interop and
-# bench-compare (they need the upstream module; see the README). `make venv`
+# bench-compare (they need the pinned upstream tarball in ../shared/upstream/,
+# or GitHub to clone it from; see the README). `make venv`
 # (implied by the Python targets) installs the project and its test extras
 # into .venv.
 SHELL := /bin/bash
@@ -60,7 +61,7 @@ bench-shutdown: venv
 bench-compare: venv $(UPSTREAM_TOOLS)
 	$(PY) -m bench.compare
 
-## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit
+## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit (Go, gcc, make)
 upstream:
 	hack/upstream/build.sh
 
