@@ -22,7 +22,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+# the directory the repository sits in, where shared/upstream/ is looked for
+beside=$(cd "$here/../../.." && pwd)
 pin() { sed -n "s/^$1=//p" "$here/VERSION"; }
 repository=${ALLOCWATCH_UPSTREAM_GIT:-$(pin repository)}
 commit=$(pin commit)
@@ -43,7 +44,7 @@ if [ -n "${ALLOCWATCH_UPSTREAM_TARBALL:-}" ]; then
   tarball=$ALLOCWATCH_UPSTREAM_TARBALL
   [ -f "$tarball" ] || die "ALLOCWATCH_UPSTREAM_TARBALL=$tarball: no such file"
 else
-  tarball=$repo/../shared/upstream/$(pin tarball)
+  tarball=$beside/shared/upstream/$(pin tarball)
   [ -f "$tarball" ] || tarball=
 fi
 if [ -n "$tarball" ]; then
