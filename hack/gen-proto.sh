@@ -29,3 +29,21 @@ for p in "${protos[@]}"; do
 done
 "$PYTHON" -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. "${protos[@]/#/protos/}"
 echo "gen-proto: regenerated ${#protos[@]} protos with grpcio-tools $GRPCIO_TOOLS_VERSION"
+
+# The kubelet plugin APIs only the e2e fake DRA plugin speaks: generated into
+# e2e/ so the product never ships them.
+e2e_protos=(
+  e2e/kubeletapi/dra/v1/api.proto
+  e2e/kubeletapi/pluginregistration/v1/api.proto
+)
+for p in "${e2e_protos[@]}"; do
+  d=$(dirname "$p")
+  mkdir -p "$d"
+  part=""
+  for seg in ${d//\// }; do
+    part=${part:+$part/}$seg
+    [ -f "$part/__init__.py" ] || : > "$part/__init__.py"
+  done
+done
+"$PYTHON" -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. "${e2e_protos[@]/#/protos/}"
+echo "gen-proto: regenerated ${#e2e_protos[@]} e2e protos with grpcio-tools $GRPCIO_TOOLS_VERSION"

@@ -1,0 +1,156 @@
+"""Fixtures: kubelet directories, a fake API server process, the plugin as a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakedra.kubelet import FakeKubelet
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PROFILE = REPO_ROOT / "e2e" / "profiles" / "four-gpus.yaml"
+UUIDS = [f"GPU-e2e0a11c-0000-4000-8000-00000000000{i}" for i in range(4)]
+NODE = "node-a"
+DRIVER = "gpu.nvidia.com"
+RESOURCE = "/apis/resource.k8s.io/v1"
+SLICE = f"{RESOURCE}/resourceslices/{NODE}-{DRIVER}"
+DEVICE_CLASS = f"{RESOURCE}/deviceclasses/{DRIVER}"
+
+
+class ApiServer:
+    """`python -m tests.fakedra.apiserver`, and plain HTTP calls to it."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakedra.apiserver"],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO_ROOT,
+        )
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+        assert self.url.startswith("http://"), self.url
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def get(self, path: str) -> Any:
+        return self.call("GET", path)
+
+    def create(self, collection: str, obj: Any) -> Any:
+        return self.call("POST", collection, obj)
+
+    def delete(self, path: str) -> Any:
+        return self.call("DELETE", path)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+class PluginProcess:
+    """`python -m e2e.fakedra` with the repository on PYTHONPATH, as in its image."""
+
+    def __init__(self, root: Path, api_url: str, *args: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        self.log_path = root / f"plugin-{len(list(root.glob('plugin-*')))}.log"
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "e2e.fakedra",
+                "--registry-dir", str(root / "plugins_registry"),
+                "--plugin-root", str(root / "plugins"),
+                "--api-server", api_url,
+                "--node-name", NODE,
+                "--poll-interval", "0.1",
+                *args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=root,
+        )  # fmt: skip
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def terminate(self, timeout: float = 10.0) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A short directory (unix socket paths are limited to ~108 bytes)."""
+    d = Path(tempfile.mkdtemp(prefix="fd-", dir="/tmp"))
+    (d / "plugins_registry").mkdir()
+    (d / "plugins").mkdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def apiserver() -> Iterator[ApiServer]:
+    server = ApiServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kubelet(root: Path) -> Iterator[FakeKubelet]:
+    with FakeKubelet(root / "plugins_registry") as k:
+        yield k
+
+
+@pytest.fixture
+def start_plugin(
+    root: Path, apiserver: ApiServer, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., PluginProcess]]:
+    started: list[PluginProcess] = []
+
+    def start(*args: str, config: Path = PROFILE) -> PluginProcess:
+        plugin = PluginProcess(root, apiserver.url, "--config", str(config), *args)
+        started.append(plugin)
+        return plugin
+
+    yield start
+    for plugin in started:
+        plugin.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        for plugin in started:
+            print(f"--- {plugin.log_path.name} ---\n{plugin.log()}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
