@@ -1,12 +1,6 @@
 """allocwatch: makes nvml-mock memory.used_bytes follow Kubernetes GPU allocation."""
 
 import os
-import signal
-
-# The signals that stop the watcher cleanly (exit 0, readings removed); SIGHUP
-# too, for a watcher started from a terminal that closes. Here, not in the
-# CLI, so `allocwatch` can catch them before anything heavy is imported.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # grpc reads this once, when it is first imported, so it is set here, before any
 # module of the package imports grpc. With iomgr's client endpoint the thread

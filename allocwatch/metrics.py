@@ -19,6 +19,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from allocwatch.outcome import PollOutcome
+
 
 @dataclass(frozen=True)
 class DeviceSeries:
@@ -67,8 +69,8 @@ class Metrics:
         self.profile_loaded = Gauge(
             "allocwatch_profile_loaded", "1 when a usable profile is loaded", registry=r
         )
-        for result in ("ok", "list_error", "publish_error", "no_profile"):
-            self.polls.labels(result)
+        for outcome in PollOutcome:
+            self.polls.labels(outcome)
         self._devices: dict[tuple[int, str], DeviceSeries] = {}
 
     def device(self, index: int, uuid: str) -> DeviceSeries:

@@ -22,8 +22,9 @@ import pytest
 from allocwatch import cli
 from allocwatch.metrics import HealthServer, Metrics
 from allocwatch.overrides import parse_document
+from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from tests.support.fakekubelet import REPO_ROOT, FakeKubelet, gpu_pod
+from tests.support import REPO_ROOT
 from tests.test_lock import hold_lock, release
 from tests.test_watch import eventually, memory
 
