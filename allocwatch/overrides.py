@@ -39,19 +39,17 @@ class _StrictLoader(goyaml.GoYamlLoader):
     """go-yaml v2's scalars, and keys checked as UnmarshalStrict checks them.
 
     Keys get the text sigs.k8s.io/yaml gives them (`1:` is "1", `y:` is
-    "true"). A key may appear once, counting those a merge (`<<: *base`)
-    brings in: strict go-yaml refuses `{<<: *base, x: 2}` when base has `x`.
-    A null key, and an int key beyond int64, are keys sigs.k8s.io/yaml cannot
-    turn into text, so the engine refuses those files too.
+    "true"), and a key may appear once, as strict go-yaml requires. Keys
+    other than text, int64 and bool are refused: a null key the engine
+    refuses too; float and `!!binary` keys it would rename, which we do not.
 
     Timestamps stay strings, as the engine reads them; a string survives our
     round trip unchanged (the dumper quotes it again).
     """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        # With the merges expanded, a key set twice, directly or through a
-        # merge, appears twice. Keyed by the engine's names from the start: in
-        # a plain dict False, 0 and -0.0 (or True and 1) would become one key.
+        # Keyed by the engine's names from the start: in a plain dict False
+        # and 0 (or True and 1) would become one key.
         self.flatten_mapping(node)
         mapping: dict[Any, Any] = {}
         for key_node, value_node in node.value:
@@ -61,18 +59,19 @@ class _StrictLoader(goyaml.GoYamlLoader):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key} is out of range", mark
                 )
-            key = goyaml.key_text(key)  # so `1:` and `"1":` are the same key, as in Go
+            text = goyaml.go_text(key)  # so `1:` and `"1":` are the same key, as in Go
             if key is None:
                 raise yaml.constructor.ConstructorError(None, None, "a null key", mark)
-            if not isinstance(key, str):
-                # a map or list as a key (go-yaml refuses those), or binary
-                # that is not text; every key must be text for us to sort and write
+            if text is None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} is not one the engine can name as text", mark
+                    None,
+                    None,
+                    f"key {key!r}: allocwatch reads only text, integer and boolean keys",
+                    mark,
                 )
-            if key in mapping:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", mark)
-            mapping[key] = self.construct_object(value_node, deep=deep)
+            if text in mapping:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {text!r}", mark)
+            mapping[text] = self.construct_object(value_node, deep=deep)
         return mapping
 
 

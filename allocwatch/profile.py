@@ -6,12 +6,12 @@ so every index we compute is the index the engine serves:
 * N = len(devices); 0 means 8; `system.num_devices > 0` overrides it.
 * The UUID of index i is that of the first `devices[]` entry with `index == i`.
 * A per-device `memory:` block replaces `device_defaults.memory` wholesale.
-* Field names match case-insensitively and unknown keys are ignored; a field
-  named twice (`memory:` and `Memory:`) is decoded twice, in sorted key order,
-  as Go's JSON decoding does with the object sigs.k8s.io/yaml hands it.
+* Field names match case-insensitively and unknown keys are ignored. A field
+  named twice (`memory:` and `Memory:`) is refused: Go would layer the two.
 * Scalars are go-yaml v2's (see goyaml), and numbers reach Go's integer fields
   through JSON: an integral float such as `42949672960.0` is that integer, and
-  a missing `index` is 0. A number or bool in a string field is its text.
+  a missing `index` is 0. An int or bool in a string field is its text; a
+  float there is refused.
 * A wrong type in any field we know (version, driver_version, num_devices, and
   on every devices[] entry index, uuid and the five memory fields) makes the
   engine refuse the whole profile, so it is refused here too.
@@ -58,23 +58,19 @@ class Device:
     has_memory: bool = True
 
 
-# The maps Go's JSON decoding applies, in turn, to one struct: a field named
-# twice (`memory:` and `Memory:`) is decoded twice, into the same struct.
-Layers = list[Mapping[str, Any]]
+def _value(fields: Mapping[str, Any], name: str, where: str) -> Any:
+    """The value of field `name`, whose key matches case-insensitively, as Go's does.
 
-
-def _values(layers: Layers, name: str) -> list[Any]:
-    """Every value decoded into field `name`, in the order Go assigns them.
-
-    Names match case-insensitively, and sigs.k8s.io/yaml hands Go a JSON
-    object whose keys are sorted, so that is the order within one map.
+    A field named twice (`memory:` and `Memory:`) Go decodes twice, layering
+    the two; allocwatch refuses it rather than model that layering.
     """
     lowered = name.lower()
-    return [
-        layer[key]
-        for layer in layers
-        for key in sorted(k for k in layer if isinstance(k, str) and k.lower() == lowered)
-    ]
+    keys = sorted(k for k in fields if isinstance(k, str) and k.lower() == lowered)
+    if len(keys) > 1:
+        raise ProfileError(
+            f"{where} is named twice ({', '.join(keys)}); allocwatch reads each field once"
+        )
+    return fields[keys[0]] if keys else None
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -85,26 +81,22 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _struct(layers: Layers, name: str, where: str) -> Layers:
-    """A struct field: each map decodes into it in turn; null leaves it alone."""
-    return [_mapping(v, where) for v in _values(layers, name) if v is not None]
+def _struct(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
+    return _mapping(_value(fields, name, where), where)
 
 
-def _pointer(layers: Layers, name: str, where: str) -> Layers | None:
-    """A pointer-to-struct field (`memory`): null makes it nil again."""
-    block: Layers | None = None
-    for value in _values(layers, name):
-        block = None if value is None else [*(block or []), _mapping(value, where)]
-    return block
+def _pointer(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any] | None:
+    """A pointer-to-struct field (`memory`): absent or null is nil."""
+    value = _value(fields, name, where)
+    return None if value is None else _mapping(value, where)
 
 
-def _scalar(layers: Layers, name: str, where: str, convert: Callable[[Any, str], Any]) -> Any:
-    """A scalar field: every value must decode; the last non-null one stays."""
-    result = None
-    for value in _values(layers, name):
-        if value is not None:
-            result = convert(value, where)
-    return result
+def _scalar(
+    fields: Mapping[str, Any], name: str, where: str, convert: Callable[[Any, str], Any]
+) -> Any:
+    """A scalar field: it must decode; absent or null is None."""
+    value = _value(fields, name, where)
+    return None if value is None else convert(value, where)
 
 
 def _int(value: Any, where: str) -> int:
@@ -126,10 +118,16 @@ def _unsigned(bits: int) -> Callable[[Any, str], int]:
 
 
 def _text(value: Any, where: str) -> str:
-    """A Go `string` field: sigs.k8s.io/yaml turns a number or bool into its text."""
-    if isinstance(value, Mapping | list):
-        raise ProfileError(f"{where} must be text, not a {type(value).__name__}")
-    return value if isinstance(value, str) else goyaml.go_text(value)
+    """A Go `string` field: sigs.k8s.io/yaml turns an int or bool into its text.
+
+    It would format a float (as a float32) or `!!binary` bytes too; allocwatch
+    refuses those, since a uuid written as a number is a mistake.
+    """
+    text = goyaml.go_text(value)
+    if text is None:
+        kind = "a number" if isinstance(value, float) else f"a {type(value).__name__}"
+        raise ProfileError(f"{where} must be text, not {kind}; quote it")
+    return text
 
 
 # MemoryConfig's fields: each one must decode, or the engine refuses the profile.
@@ -142,7 +140,7 @@ MEMORY_FIELDS = {
 }
 
 
-def _memory(block: Layers | None, where: str) -> tuple[int, int] | None:
+def _memory(block: Mapping[str, Any] | None, where: str) -> tuple[int, int] | None:
     if block is None:
         return None
     fields = {
@@ -162,21 +160,20 @@ def parse_profile(text: str) -> list[Device]:
         doc = goyaml.load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
-    root = [_mapping(doc, "the profile")]
+    root = _mapping(doc, "the profile")
     if not _scalar(root, "version", "version", _text):
         raise ProfileError("`version` is required")
     system = _struct(root, "system", "system")
     if not _scalar(system, "driver_version", "system.driver_version", _text):
         raise ProfileError("`system.driver_version` is required")
 
-    entries: list[Any] = []
-    for value in _values(root, "devices"):  # a list replaces the last one; null clears it
-        if value is not None and not isinstance(value, list):
-            raise ProfileError("`devices` must be a list")
-        entries = value or []
+    entries = _value(root, "devices", "devices")
+    if entries is not None and not isinstance(entries, list):
+        raise ProfileError("`devices` must be a list")
+    entries = entries or []
     by_index: dict[int, tuple[str, tuple[int, int] | None, str]] = {}
     for pos, raw in enumerate(entries):
-        entry = [_mapping(raw, f"devices[{pos}]")]
+        entry = _mapping(raw, f"devices[{pos}]")
         index = _scalar(entry, "index", f"devices[{pos}].index", _int) or 0
         if index in by_index:
             raise ProfileError(f"devices[{pos}].index {index} is not unique")
