@@ -2,11 +2,11 @@
 
 import os
 
-# grpc reads this once, when it is first imported, so it is set here, before any
-# module of the package imports grpc. With iomgr's client endpoint the thread
-# blocked in List does its own socket I/O; the EventEngine client hands every
-# read to its thread pool instead, which costs 0.6-1.1 ms more CPU per poll
-# (`make bench`). A GRPC_EXPERIMENTS set by the user, even empty, is left alone.
+# grpc reads this once, on its first import, so it is set before any module
+# imports grpc. With iomgr's client endpoint the thread blocked in List does its
+# own socket I/O; not the EventEngine client, which hands every read to its
+# thread pool and costs more CPU per poll (`make bench`). A GRPC_EXPERIMENTS
+# set by the user, even empty, is left alone.
 os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
 
 

@@ -21,7 +21,7 @@ from allocwatch.podresources import (
     PodResourcesClient,
     why_unreachable,
 )
-from allocwatch.profile import ProfileSource
+from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.shutdown import Interrupted, Shutdown
 from allocwatch.watch import Watcher
@@ -38,11 +38,11 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 REMOVE_READINGS_BY_SECONDS = 0.6
 
 
-# A poll takes a few milliseconds, so a shorter interval only spins a core and
-# can never be ready (3 intervals); past a day, the sleep overflows the clock.
+# An interval shorter than a poll only spins a core and can never be ready
+# (3 intervals); past a day, the sleep overflows the clock.
 MIN_INTERVAL, MAX_INTERVAL = 0.01, 86400.0
-# The kubelet serves pod-resources at 100 calls a second (burst 10), shared by
-# every client on the node; below this we take over a tenth of that.
+# The kubelet serves pod-resources at a fixed rate shared by every client on
+# the node (the warning names it); below this interval we take a large share.
 KUBELET_SHARE_INTERVAL = 0.1
 
 

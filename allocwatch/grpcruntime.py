@@ -13,14 +13,12 @@ import grpc
 
 from allocwatch.timerslack import timer_slack
 
-# The kubelet dials plugins with authority "localhost"; Python grpc would send
+# Authority "localhost", as the kubelet dials plugins: Python grpc would send
 # the %-encoded socket path, which strict HTTP/2 servers reject. The size limit
-# matches other pod-resources clients (a node with many pods exceeds 4 MiB).
-# Short reconnect backoff, so the next poll after a kubelet restart finds the
-# new socket. Not `grpc.min_reconnect_backoff_ms`: despite its name it is the
-# connect timeout, which a slow kubelet would fail; our deadlines bound waits.
-# No BDP probing: a local socket has no bandwidth-delay product to tune for,
-# and its pings keep grpc's threads waking long after each response.
+# is other pod-resources clients'. A short reconnect backoff, so the poll after
+# a kubelet restart finds the new socket; not `min_reconnect_backoff_ms`, which
+# is the connect timeout. No BDP probing: a local socket has nothing to tune,
+# and its pings keep grpc's threads waking after each response.
 CHANNEL_OPTIONS = (
     ("grpc.default_authority", "localhost"),
     ("grpc.max_receive_message_length", 16 << 20),
@@ -29,11 +27,10 @@ CHANNEL_OPTIONS = (
     ("grpc.http2.bdp_probe", 0),
 )
 
-# grpc's threads poll for work on short, growing timeouts even on an idle
-# node. Started under this timer slack, the kernel may end their timed waits
-# this late and together, so they wake far less often; work handed to them
-# still wakes them at once, and List's deadline is kept by the calling thread.
-# The price: grpc's own timers (a reconnect, say) may fire up to this late.
+# grpc's threads poll for work on short timeouts even on an idle node. Under
+# this timer slack the kernel may end those waits this late, and together, so
+# they wake far less often; work handed to them still wakes them at once. The
+# price: grpc's own timers (a reconnect, say) may fire up to this late.
 GRPC_TIMER_SLACK_NS = 1_000_000_000
 
 _TASKS = "/proc/self/task"

@@ -145,9 +145,9 @@ class HealthServer:
         self._thread = threading.Thread(target=self._serve, name="health", daemon=True)
 
     def _serve(self) -> None:
-        # Sleep until a client connects or stop() is called. serve_forever
-        # would wake twice a second to look for a shutdown request, which
-        # costs an idle watcher a tenth of its CPU.
+        # Sleep until a client connects or stop() is called; not
+        # serve_forever, which wakes on a timer to look for a shutdown
+        # request, a cost an idle watcher would pay all day.
         with selectors.DefaultSelector() as selector:
             selector.register(self._server, selectors.EVENT_READ)
             selector.register(self._woken, selectors.EVENT_READ)

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from allocwatch import goyaml
+from allocwatch import goscalars, goyaml
 from allocwatch.reconcile import MemoryReading
 
 TOP_LEVEL_KEYS = frozenset({"version", "all", "devices"})
@@ -55,11 +55,11 @@ class _StrictLoader(goyaml.GoYamlLoader):
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=True)
             mark = key_node.start_mark
-            if isinstance(key, int) and not isinstance(key, bool) and not goyaml.is_int64(key):
+            if isinstance(key, int) and not isinstance(key, bool) and not goscalars.is_int64(key):
                 raise yaml.constructor.ConstructorError(
                     None, None, f"key {key} is out of range", mark
                 )
-            text = goyaml.go_text(key)  # so `1:` and `"1":` are the same key, as in Go
+            text = goscalars.go_text(key)  # so `1:` and `"1":` are the same key, as in Go
             if key is None:
                 raise yaml.constructor.ConstructorError(None, None, "a null key", mark)
             if text is None:
@@ -144,8 +144,8 @@ def parse_document(text: str) -> Document:
         )
     version = doc.get("version")
     if version is not None:
-        number = goyaml.json_int(version)  # what Go's int field makes of it
-        if number is None or not goyaml.is_int64(number):
+        number = goscalars.json_int(version)  # what Go's int field makes of it
+        if number is None or not goscalars.is_int64(number):
             raise DocumentError(f"`version` must be an integer, not {version!r}")
         doc["version"] = number
     for key in ("all", "devices"):

@@ -24,7 +24,6 @@ The engine serves at most 8 devices, so higher indices are never published.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,10 +32,8 @@ from typing import Any
 
 import yaml
 
-from allocwatch import goyaml
+from allocwatch import goscalars, goyaml
 from allocwatch.files import read_regular_file
-
-log = logging.getLogger(__name__)
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
@@ -101,15 +98,15 @@ def _scalar(
 
 def _int(value: Any, where: str) -> int:
     """A Go `int` field."""
-    number = goyaml.json_int(value)
-    if number is None or not goyaml.is_int64(number):
+    number = goscalars.json_int(value)
+    if number is None or not goscalars.is_int64(number):
         raise ProfileError(f"{where} must be an integer, not {value!r}")
     return number
 
 
 def _unsigned(bits: int) -> Callable[[Any, str], int]:
     def convert(value: Any, where: str) -> int:
-        number = goyaml.json_int(value)
+        number = goscalars.json_int(value)
         if number is None or not 0 <= number < 2**bits:
             raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
         return number
@@ -123,7 +120,7 @@ def _text(value: Any, where: str) -> str:
     It would format a float (as a float32) or `!!binary` bytes too; allocwatch
     refuses those, since a uuid written as a number is a mistake.
     """
-    text = goyaml.go_text(value)
+    text = goscalars.go_text(value)
     if text is None:
         kind = "a number" if isinstance(value, float) else f"a {type(value).__name__}"
         raise ProfileError(f"{where} must be text, not {kind}; quote it")
@@ -214,77 +211,3 @@ def load_devices(path: str | os.PathLike[str]) -> list[Device]:
     """Read and parse a profile file. Raises OSError or ProfileError."""
     raw, _ = read_regular_file(Path(path))
     return parse_profile(raw.decode("utf-8"))
-
-
-class ProfileSource:
-    """Keeps the devices of a profile file current across polls.
-
-    The file is re-read only when its inode, mtime or size changes. A missing
-    file yields None (publish nothing); a malformed one keeps the last good
-    devices, logs each distinct problem once, and recovers when fixed.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.devices: list[Device] | None = None
-        self.error: str | None = None
-        self._identity: tuple[int, int, int, int] | None = None
-
-    def refresh(self) -> list[Device] | None:
-        """The current devices, or None when there are none to publish for.
-
-        Each problem is logged here, once, naming the file; `error` holds it.
-        """
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return self._missing()
-        except OSError as exc:  # e.g. a parent that is not a directory
-            self._identity = None
-            return self._unusable(f"profile {self.path}: {exc.strerror or exc}")
-        identity = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-        if identity == self._identity:
-            return self.devices
-        self._identity = identity
-        try:
-            devices = load_devices(self.path)
-        except FileNotFoundError:  # removed since the stat
-            return self._missing()
-        except OSError as exc:
-            # Try again next poll: fixing permissions changes neither mtime nor size.
-            self._identity = None
-            return self._unusable(f"profile {self.path}: {exc.strerror or exc}")
-        except (UnicodeDecodeError, ProfileError) as exc:
-            return self._unusable(f"profile {self.path}: {exc}")
-        if devices != self.devices:
-            log.info(
-                "profile %s: %d devices (%s)",
-                self.path,
-                len(devices),
-                ", ".join(
-                    f"{d.index}={d.uuid or '<no uuid>'}{'' if d.has_memory else ' (no memory)'}"
-                    for d in devices
-                ),
-            )
-        self.devices = devices
-        self.error = None
-        return devices
-
-    def _missing(self) -> None:
-        error = f"profile {self.path} is missing"
-        if error != self.error:
-            log.warning("%s; publishing nothing until it appears", error)
-        self.devices = None
-        self._identity = None
-        self.error = error
-        return None
-
-    def _unusable(self, error: str) -> list[Device] | None:
-        """Keep the last good devices, if any, and log a new problem once."""
-        if error != self.error:
-            if self.devices is None:
-                log.error("%s; not publishing until it is fixed", error)
-            else:
-                log.error("%s; keeping the last good devices", error)
-        self.error = error
-        return self.devices

@@ -16,7 +16,7 @@ from allocwatch.profile import Device
 
 
 class MemoryReading(NamedTuple):
-    """A device's two published byte counts. A tuple: made 8 times a poll, cheaply."""
+    """A device's two published byte counts; a tuple, made for every device every poll."""
 
     used_bytes: int
     free_bytes: int

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from allocwatch.claims import Lister, ListError
 from allocwatch.metrics import Metrics
 from allocwatch.outcome import PollOutcome, PollResult
-from allocwatch.profile import ProfileSource
+from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher, PublishError
 from allocwatch.reconcile import reconcile
 from allocwatch.reporter import Reporter

@@ -22,7 +22,8 @@ from allocwatch import publisher, watch
 from allocwatch.logs import configure
 from allocwatch.metrics import Metrics
 from allocwatch.podresources import PodResourcesClient
-from allocwatch.profile import ProfileSource, load_devices
+from allocwatch.profile import load_devices
+from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.watch import Watcher
 from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods

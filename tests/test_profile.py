@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from allocwatch import profile
-from allocwatch.profile import Device, ProfileError, ProfileSource, parse_profile
+from allocwatch.profile import Device, ProfileError, parse_profile
+from allocwatch.profilesource import ProfileSource
 from tests.conftest import A100_UUIDS
 
 HEADER = 'version: "1.0"\nsystem:\n  driver_version: "550.163.01"\n'

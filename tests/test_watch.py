@@ -22,7 +22,7 @@ from allocwatch.metrics import Metrics
 from allocwatch.outcome import PollOutcome
 from allocwatch.overrides import parse_document
 from allocwatch.podresources import PodResourcesClient
-from allocwatch.profile import ProfileSource
+from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.shutdown import Interrupted, Shutdown
 from allocwatch.watch import Watcher
