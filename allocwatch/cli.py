@@ -12,8 +12,9 @@ from pathlib import Path
 
 from allocwatch import __version__
 from allocwatch.durations import format_duration, parse_duration
+from allocwatch.health import HealthServer, parse_address
 from allocwatch.logs import LEVELS, configure
-from allocwatch.metrics import HealthServer, Metrics, parse_address
+from allocwatch.metrics import Metrics
 from allocwatch.outcome import PollOutcome
 from allocwatch.podresources import (
     DEFAULT_RESOURCE_NAMES,

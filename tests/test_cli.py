@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from allocwatch import cli
-from allocwatch.metrics import HealthServer, Metrics
+from allocwatch.health import HealthServer
+from allocwatch.metrics import Metrics
 from allocwatch.overrides import parse_document
 from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
