@@ -11,8 +11,8 @@ os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
 
 
 def __getattr__(name: str) -> str:
-    # Looked up on first use: importing importlib.metadata takes tens of
-    # milliseconds, during which `allocwatch` cannot yet catch a stop signal.
+    # Looked up on first use, not at import: importing importlib.metadata is
+    # slow, and until it is done `allocwatch` cannot yet catch a stop signal.
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version
