@@ -34,9 +34,6 @@ DEFAULT_INTERVAL = "500ms"
 DEFAULT_METRICS_ADDRESS = ":9477"
 LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# The readings are removed within this long of the stop signal, leaving the
-# rest of the second for the interpreter to exit.
-REMOVE_READINGS_BY_SECONDS = 0.6
 
 
 # An interval shorter than a poll only spins a core and can never be ready
@@ -241,9 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 watcher.run(shutdown)
         finally:  # after a crash too: never leave a reading nobody updates
             if not args.keep_readings_on_exit:
-                # Bounded so the whole shutdown stays under a second from the
-                # signal, however long grpc took to notice it.
-                watcher.remove_readings(timeout=shutdown.time_left(REMOVE_READINGS_BY_SECONDS))
+                watcher.remove_readings(timeout=shutdown.time_to_remove_readings())
         return EXIT_OK
     finally:
         client.close()

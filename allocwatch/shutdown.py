@@ -1,4 +1,4 @@
-"""Shutdown: the stop signals, the stop event, and when a signal may interrupt.
+"""Shutdown: the stop signals and event, when a signal may interrupt, the removal's time.
 
 Light on purpose: `allocwatch` installs its first handlers from here before
 anything heavy is imported, so a stop signal is a clean exit 0 from the start.
@@ -19,6 +19,9 @@ from types import FrameType
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How often a blocking grpc call returns to Python to run signal handlers.
 GRPC_SIGNAL_CHECK_SECONDS = 0.2
+# The readings are removed within this long of the first stop signal, leaving
+# the rest of the second for the interpreter to exit.
+REMOVE_READINGS_BY_SECONDS = 0.6
 
 
 class Interrupted(BaseException):
@@ -101,8 +104,13 @@ class Shutdown:
         finally:
             self._in_call = False
 
-    def time_left(self, budget: float) -> float:
-        """What remains of `budget` seconds counted from the first stop signal."""
+    def time_to_remove_readings(self) -> float:
+        """What remains of REMOVE_READINGS_BY_SECONDS since the first stop signal.
+
+        Counted from the signal, not from now: grpc may have taken a while to
+        notice it, and the whole shutdown stays within a second all the same.
+        """
         if self.signalled_at is None:
-            return budget
-        return max(0.0, budget - (time.monotonic() - self.signalled_at))
+            return REMOVE_READINGS_BY_SECONDS
+        elapsed = time.monotonic() - self.signalled_at
+        return max(0.0, REMOVE_READINGS_BY_SECONDS - elapsed)
