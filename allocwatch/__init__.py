@@ -1,24 +1,18 @@
 """allocwatch: makes nvml-mock memory.used_bytes follow Kubernetes GPU allocation."""
 
 import os
-import signal
 
-# The signals that stop the watcher cleanly (exit 0, readings removed); SIGHUP
-# too, for a watcher started from a terminal that closes. Here, not in the
-# CLI, so `allocwatch` can catch them before anything heavy is imported.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-# grpc reads this once, when it is first imported, so it is set here, before any
-# module of the package imports grpc. With iomgr's client endpoint the thread
-# blocked in List does its own socket I/O; the EventEngine client hands every
-# read to its thread pool instead, which costs 0.6-1.1 ms more CPU per poll
-# (`make bench`). A GRPC_EXPERIMENTS set by the user, even empty, is left alone.
+# grpc reads this once, on its first import, so it is set before any module
+# imports grpc. With iomgr's client endpoint the thread blocked in List does its
+# own socket I/O; not the EventEngine client, which hands every read to its
+# thread pool and costs more CPU per poll (`make bench`). A GRPC_EXPERIMENTS
+# set by the user, even empty, is left alone.
 os.environ.setdefault("GRPC_EXPERIMENTS", "-event_engine_client")
 
 
 def __getattr__(name: str) -> str:
-    # Looked up on first use: importing importlib.metadata takes tens of
-    # milliseconds, during which `allocwatch` cannot yet catch a stop signal.
+    # Looked up on first use, not at import: importing importlib.metadata is
+    # slow, and until it is done `allocwatch` cannot yet catch a stop signal.
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version

@@ -7,27 +7,25 @@ import contextlib
 import logging
 import math
 import os
-import signal
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
-from allocwatch import STOP_SIGNALS, __version__
+from allocwatch import __version__
 from allocwatch.durations import format_duration, parse_duration
+from allocwatch.health import HealthServer, parse_address
 from allocwatch.logs import LEVELS, configure
-from allocwatch.metrics import HealthServer, Metrics, parse_address
-from allocwatch.overrides import OverridesPublisher
+from allocwatch.metrics import Metrics
+from allocwatch.outcome import PollOutcome
 from allocwatch.podresources import (
     DEFAULT_RESOURCE_NAMES,
     DEFAULT_SOCKET,
-    Interrupted,
     PodResourcesClient,
     why_unreachable,
 )
-from allocwatch.profile import ProfileSource
-from allocwatch.watch import OK, Watcher
+from allocwatch.profilesource import ProfileSource
+from allocwatch.publisher import OverridesPublisher
+from allocwatch.shutdown import Interrupted, Shutdown
+from allocwatch.watch import Watcher
 
 log = logging.getLogger("allocwatch")
 
@@ -36,18 +34,13 @@ DEFAULT_INTERVAL = "500ms"
 DEFAULT_METRICS_ADDRESS = ":9477"
 LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# The readings are removed within this long of the stop signal, leaving the
-# rest of the second for the interpreter to exit.
-RETRACT_BY_SECONDS = 0.6
-# How often a blocking grpc call returns to Python to run signal handlers.
-GRPC_SIGNAL_CHECK_SECONDS = 0.2
 
 
-# A poll takes a few milliseconds, so a shorter interval only spins a core and
-# can never be ready (3 intervals); past a day, the sleep overflows the clock.
+# An interval shorter than a poll only spins a core and can never be ready
+# (3 intervals); past a day, the sleep overflows the clock.
 MIN_INTERVAL, MAX_INTERVAL = 0.01, 86400.0
-# The kubelet serves pod-resources at 100 calls a second (burst 10), shared by
-# every client on the node; below this we take over a tenth of that.
+# The kubelet serves pod-resources at a fixed rate shared by every client on
+# the node (the warning names it); below this interval we take a large share.
 KUBELET_SHARE_INTERVAL = 0.1
 
 
@@ -174,31 +167,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure(args.log_format, args.log_level)
     driver_root = Path(args.driver_root)
-    config = Path(args.config or driver_root / "config" / "config.yaml")
+    profile = Path(args.config or driver_root / "config" / "config.yaml")
     overrides = Path(args.overrides or driver_root / "config" / "overrides.yaml")
     resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
 
-    stop = threading.Event()
-    signalled_at: list[float] = []
-
-    client = PodResourcesClient(args.socket, resource_names, call_timeout=LIST_TIMEOUT)
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if not signalled_at:
-            # During a List this runs only when grpc next checks for signals.
-            late = GRPC_SIGNAL_CHECK_SECONDS if client.in_call else 0.0
-            signalled_at.append(time.monotonic() - late)
-        stop.set()
-        client.stopping = True
-        if client.in_call:  # only then: never interrupt a write
-            raise Interrupted
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, on_signal)
+    shutdown = Shutdown()
+    shutdown.install()
+    client = PodResourcesClient(
+        args.socket, resource_names, call_timeout=LIST_TIMEOUT, shutdown=shutdown
+    )
     metrics = Metrics()
     watcher = Watcher(
         client,
-        ProfileSource(config),
+        ProfileSource(profile),
         OverridesPublisher(overrides, lock_timeout=min(5.0, max(1.0, args.interval))),
         fraction=args.used_fraction,
         interval=args.interval,
@@ -215,8 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
 
     try:
-        if not client.wait_ready(args.dial_timeout, stop):
-            if stop.is_set():
+        if not client.wait_ready(args.dial_timeout):
+            if shutdown.is_set():
                 return EXIT_OK
             log.error(
                 "--socket %s: kubelet pod-resources socket not reachable within %s: %s",
@@ -245,22 +226,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.info("serving /metrics, /healthz, /readyz on port %d", server.port)
         if args.once:
             try:
-                outcome = watcher.poll(stop)
+                outcome = watcher.poll(shutdown)
             except Interrupted:
                 return EXIT_OK
-            if stop.is_set():  # a signal: not a failure, even if it cut the poll short
+            if shutdown.is_set():  # a signal: not a failure, even if it cut the poll short
                 return EXIT_OK
-            return EXIT_OK if outcome.result == OK else EXIT_FAILURE
+            return EXIT_OK if outcome.result == PollOutcome.OK else EXIT_FAILURE
         try:
             # Interrupted can escape only from just around a List; stop is set then.
             with contextlib.suppress(Interrupted):
-                watcher.run(stop)
+                watcher.run(shutdown)
         finally:  # after a crash too: never leave a reading nobody updates
             if not args.keep_readings_on_exit:
-                # Bounded so the whole shutdown stays under a second from the
-                # signal, however long grpc took to notice it.
-                since = time.monotonic() - signalled_at[0] if signalled_at else 0.0
-                watcher.retract(timeout=max(0.0, RETRACT_BY_SECONDS - since))
+                watcher.remove_readings(timeout=shutdown.time_to_remove_readings())
         return EXIT_OK
     finally:
         client.close()

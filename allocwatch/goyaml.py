@@ -2,182 +2,43 @@
 
 nvml-mock parses `config.yaml` and `overrides.yaml` with sigs.k8s.io/yaml,
 which resolves unquoted scalars by go-yaml v2's rules rather than PyYAML's
-YAML 1.1 ones: `y`/`n` are booleans, `1e3` and `08` are floats, `0o17` and
-`0x1F` are ints, and `1:30`, `=` and timestamps are plain strings. Reading
-both files the engine's way matters: a value we misread would be written back
-changed (a quoted "y" is a string to the engine, and a value of the wrong type
-freezes that device's overrides), and a misread profile field would give us
-other devices than the engine serves.
+YAML 1.1 ones. A value we misread would be written back changed (a quoted "y"
+is a string to the engine, and a value of the wrong type freezes that device's
+overrides), and a misread profile field would give us other devices than the
+engine serves. This module keeps exactly what real documents need:
+
+* plain scalars as go-yaml v2 reads them: `y`/`n`/`on`/`off` are booleans,
+  `1e3` and `08` floats, `0o17`, `0x1F` and `017` ints, and `1:30`, `=` and
+  timestamps plain strings;
+* explicit tags (`!!int`, `!!str`, ...) as go-yaml takes them, and unknown
+  tags as the untagged value;
+* `<<` merges, anchors and aliases, only the first document of a stream;
+* keys that are text, ints (as their decimal text) and bools ("true").
+
+And refuses, through YAMLError, what real documents do not need and go-yaml
+would read in a way of its own: a key set twice through a merge (go-yaml
+layers them in its own order), any `%YAML` directive, an alias that contains
+itself. Float and `!!binary` keys, which Go would rename, are refused by the
+callers (overrides, profile), which need every key as text.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import re
-import struct
 from typing import Any
 
 import yaml
 
-STR = "tag:yaml.org,2002:str"
-INT = "tag:yaml.org,2002:int"
-FLOAT = "tag:yaml.org,2002:float"
-BOOL = "tag:yaml.org,2002:bool"
-NULL = "tag:yaml.org,2002:null"
-MERGE = "tag:yaml.org,2002:merge"
-TIMESTAMP = "tag:yaml.org,2002:timestamp"
-
-# go-yaml v2's resolve table: exact spellings, looked up first.
-_WORDS: dict[str, tuple[str, Any]] = {
-    **{w: (BOOL, True) for w in ("y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE")},
-    **{w: (BOOL, True) for w in ("on", "On", "ON")},
-    **{w: (BOOL, False) for w in ("n", "N", "no", "No", "NO", "false", "False", "FALSE")},
-    **{w: (BOOL, False) for w in ("off", "Off", "OFF")},
-    **{w: (NULL, None) for w in ("", "~", "null", "Null", "NULL")},
-    **{w: (FLOAT, math.nan) for w in (".nan", ".NaN", ".NAN")},
-    **{w: (FLOAT, math.inf) for w in (".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF")},
-    **{w: (FLOAT, -math.inf) for w in ("-.inf", "-.Inf", "-.INF")},
-    "<<": (MERGE, "<<"),
-}
-# Go's strconv.ParseInt(s, 0, 64) syntax; a leading 0 means octal.
-_GO_INT = re.compile(r"([-+]?)(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
-_YAML_STYLE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-# Go's ParseFloat on text starting with ".", which takes `_` between digits
-_DOT_FLOAT = re.compile(r"\.[0-9](_?[0-9])*([eE][-+]?[0-9](_?[0-9])*)?")
-
-
-def is_int64(number: int) -> bool:
-    """Whether an int fits Go's int64, the range of its int fields and int keys."""
-    return -(2**63) <= number < 2**63
-
-
-def json_int(value: Any) -> int | None:
-    """The int Go's JSON decoding puts in an integer field (an integral float is one), else None.
-
-    The engine reads both files through JSON, so `2.0` is 2 there; the range
-    (int64, uint64, ...) is the caller's to check.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _go_int(text: str) -> int | None:
-    m = _GO_INT.fullmatch(text)
-    if m is None:
-        return None
-    sign, digits = m.groups()
-    if len(digits) > 1 and digits[0] == "0" and digits[1] in "01234567":
-        value = int(digits, 8)
-    else:
-        value = int(digits, 0)
-    value = -value if sign == "-" else value
-    # ParseInt, then ParseUint (which takes no sign): int64 or uint64.
-    if is_int64(value) or (not sign and 0 <= value < 2**64):
-        return value
-    return None
-
-
-def _go_float(text: str) -> float | None:
-    value = float(text)
-    return None if math.isinf(value) else value  # ParseFloat fails on overflow
-
-
-@functools.lru_cache(maxsize=4096)
-def resolve_plain(text: str) -> tuple[str, Any]:
-    """The tag and value go-yaml v2 gives an unquoted scalar (timestamps stay strings)."""
-    if text in _WORDS:
-        return _WORDS[text]
-    first = text[:1]
-    if first == ".":
-        if _DOT_FLOAT.fullmatch(text):
-            value = _go_float(text.replace("_", ""))
-            if value is not None:
-                return FLOAT, value
-    elif first and first in "+-0123456789":
-        plain = text.replace("_", "")
-        as_int = _go_int(plain)
-        if as_int is not None:
-            return INT, as_int
-        if _YAML_STYLE_FLOAT.fullmatch(plain):
-            value = _go_float(plain)
-            if value is not None:
-                return FLOAT, value
-    return STR, text
-
-
-def _float32_g(value: float) -> str:
-    """Go's strconv.FormatFloat(value, 'g', -1, 32): the shortest float32 text."""
-    if math.isnan(value):
-        return "NaN"
-    try:
-        single = struct.unpack("f", struct.pack("f", value))[0]
-    except OverflowError:  # beyond float32: Go's conversion gives an infinity
-        single = math.copysign(math.inf, value)
-    if math.isinf(single):
-        return "+Inf" if single > 0 else "-Inf"
-    for decimals in range(9):
-        text = f"{single:.{decimals}e}"
-        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
-            break
-    mantissa, exponent = text.split("e")
-    sign = "-" if mantissa.startswith("-") else ""
-    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
-    exp = int(exponent)
-    if exp < -4 or exp >= 6:  # %e, with at least two exponent digits
-        body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{body}e{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    if exp < 0:
-        return f"{sign}0.{'0' * (-exp - 1)}{digits}"
-    whole = digits[: exp + 1].ljust(exp + 1, "0")
-    fraction = digits[exp + 1 :]
-    return sign + whole + ("." + fraction if fraction else "")
-
-
-def go_text(value: Any) -> str:
-    """The text sigs.k8s.io/yaml gives a number or bool read into a Go string field."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _float32_g(value)
-    if isinstance(value, bytes):  # !!binary: go-yaml gives its bytes as the string
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def key_text(key: Any) -> Any:
-    """The text sigs.k8s.io/yaml makes of a scalar map key; other keys are kept.
-
-    An int is its decimal text, a bool "true"/"false", and a float Go's
-    FormatFloat(key, 'g', -1, 32), with infinities and NaN as `.inf`, `-.inf`
-    and `.nan` (so `1.0:` is "1", device 1's key, and `1e6:` is "1e+06").
-    A `!!binary` key is its bytes as text, as go-yaml decodes it; one that is
-    not UTF-8 is kept as bytes, which the caller refuses, since JSON, which
-    the engine reads the file through, would rename it.
-    """
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    if isinstance(key, int):
-        return str(key)
-    if isinstance(key, float):
-        return _FLOAT_KEY_WORDS.get(text := _float32_g(key), text)
-    if isinstance(key, bytes):
-        try:
-            return key.decode()
-        except UnicodeDecodeError:
-            return key
-    return key
-
-
-_FLOAT_KEY_WORDS = {"+Inf": ".inf", "-Inf": "-.inf", "NaN": ".nan"}
-
+from allocwatch.goscalars import (
+    BOOL,
+    FLOAT,
+    INT,
+    MERGE,
+    NULL,
+    STR,
+    TIMESTAMP,
+    is_int64,
+    resolve_plain,
+)
 
 _LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -207,12 +68,10 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
         return value
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
-        """Expand `<<` merges in go-yaml v2's order, for a last-wins dict.
+        """Expand `<<` merges; refuse a key a merge would override or be overridden by.
 
-        go-yaml assigns a map's entries in document order, each `<<` at its
-        place, and a merged list from its last map to its first: so a key
-        after a merge overrides it, a merge overrides a key before it, and
-        the first map of a list wins (PyYAML puts every merge first).
+        go-yaml layers such keys in an order of its own (a key after a merge
+        wins, in a list of maps the first); allocwatch does not repeat that.
         """
         if id(node) in self._flattening:  # go-yaml: "anchor ... value contains itself"
             raise yaml.constructor.ConstructorError(
@@ -226,24 +85,34 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
 
     def _flatten(self, node: yaml.MappingNode) -> None:
         flat: list[tuple[yaml.Node, yaml.Node]] = []
+        merged = False
         for key_node, value_node in node.value:
             if key_node.tag != MERGE:
                 flat.append((key_node, value_node))
                 continue
-            if isinstance(value_node, yaml.SequenceNode):
-                parts = list(reversed(value_node.value))
-            else:
-                parts = [value_node]
+            merged = True
+            parts = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
             for part in parts:
                 if not isinstance(part, yaml.MappingNode):
                     raise yaml.constructor.ConstructorError(
-                        None,
-                        None,
-                        "a merge (<<) needs a map or a list of maps",
-                        part.start_mark,
+                        None, None, "a merge (<<) needs a map or a list of maps", part.start_mark
                     )
                 self.flatten_mapping(part)
                 flat.extend(part.value)
+        if merged:
+            seen: set[tuple[str, str]] = set()
+            for key_node, _ in flat:
+                if isinstance(key_node, yaml.ScalarNode):
+                    key = (key_node.tag, key_node.value)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None,
+                            None,
+                            f"key {key_node.value!r} is set twice through a merge (<<); "
+                            "allocwatch does not layer merged keys",
+                            key_node.start_mark,
+                        )
+                    seen.add(key)
         node.value = flat
 
     def construct_untagged(self, node: yaml.Node) -> Any:
@@ -305,21 +174,17 @@ for _tag in (STR, MERGE, *(f"tag:yaml.org,2002:{t}" for t in ("omap", "pairs", "
 GoYamlLoader.add_constructor(None, GoYamlLoader.construct_untagged)
 GoYamlLoader.add_multi_constructor("!", GoYamlLoader.construct_local_tag)
 
-# libyaml's check, which go-yaml v2 keeps: only YAML 1.1 documents
-_YAML_DIRECTIVE = re.compile(r"%YAML[ \t]+([0-9]+)\.([0-9]+)")
 
-
-def _check_yaml_version(text: str) -> None:
-    """Refuse a `%YAML` directive other than 1.1, as go-yaml does."""
+def _refuse_directives(text: str) -> None:
+    """Refuse a `%YAML` directive: go-yaml takes only 1.1, and real documents carry none."""
     for line in text.lstrip("\ufeff").splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if not line.startswith("%"):
             return  # directives come only before the first document
-        directive = _YAML_DIRECTIVE.match(line)
-        if directive and directive.groups() != ("1", "1"):
+        if line.startswith("%YAML"):
             raise yaml.YAMLError(
-                f"%YAML {directive[1]}.{directive[2]}: go-yaml reads only YAML 1.1 documents"
+                f"{line.strip()}: allocwatch reads documents without a %YAML directive"
             )
 
 
@@ -361,7 +226,7 @@ def load(text: str, loader: type[GoYamlLoader] = GoYamlLoader) -> Any:
     An alias that makes a map or list contain itself is refused, as go-yaml
     refuses it, so no caller meets a cycle.
     """
-    _check_yaml_version(text)
+    _refuse_directives(text)
     parser = loader(text)
     try:
         doc = parser.get_data()

@@ -6,12 +6,12 @@ so every index we compute is the index the engine serves:
 * N = len(devices); 0 means 8; `system.num_devices > 0` overrides it.
 * The UUID of index i is that of the first `devices[]` entry with `index == i`.
 * A per-device `memory:` block replaces `device_defaults.memory` wholesale.
-* Field names match case-insensitively and unknown keys are ignored; a field
-  named twice (`memory:` and `Memory:`) is decoded twice, in sorted key order,
-  as Go's JSON decoding does with the object sigs.k8s.io/yaml hands it.
+* Field names match case-insensitively and unknown keys are ignored. A field
+  named twice (`memory:` and `Memory:`) is refused: Go would layer the two.
 * Scalars are go-yaml v2's (see goyaml), and numbers reach Go's integer fields
   through JSON: an integral float such as `42949672960.0` is that integer, and
-  a missing `index` is 0. A number or bool in a string field is its text.
+  a missing `index` is 0. An int or bool in a string field is its text; a
+  float there is refused.
 * A wrong type in any field we know (version, driver_version, num_devices, and
   on every devices[] entry index, uuid and the five memory fields) makes the
   engine refuse the whole profile, so it is refused here too.
@@ -24,7 +24,6 @@ The engine serves at most 8 devices, so higher indices are never published.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,10 +32,8 @@ from typing import Any
 
 import yaml
 
-from allocwatch import goyaml
+from allocwatch import goscalars, goyaml
 from allocwatch.files import read_regular_file
-
-log = logging.getLogger(__name__)
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
@@ -58,23 +55,19 @@ class Device:
     has_memory: bool = True
 
 
-# The maps Go's JSON decoding applies, in turn, to one struct: a field named
-# twice (`memory:` and `Memory:`) is decoded twice, into the same struct.
-Layers = list[Mapping[str, Any]]
+def _value(fields: Mapping[str, Any], name: str, where: str) -> Any:
+    """The value of field `name`, whose key matches case-insensitively, as Go's does.
 
-
-def _values(layers: Layers, name: str) -> list[Any]:
-    """Every value decoded into field `name`, in the order Go assigns them.
-
-    Names match case-insensitively, and sigs.k8s.io/yaml hands Go a JSON
-    object whose keys are sorted, so that is the order within one map.
+    A field named twice (`memory:` and `Memory:`) Go decodes twice, layering
+    the two; allocwatch refuses it rather than model that layering.
     """
     lowered = name.lower()
-    return [
-        layer[key]
-        for layer in layers
-        for key in sorted(k for k in layer if isinstance(k, str) and k.lower() == lowered)
-    ]
+    keys = sorted(k for k in fields if isinstance(k, str) and k.lower() == lowered)
+    if len(keys) > 1:
+        raise ProfileError(
+            f"{where} is named twice ({', '.join(keys)}); allocwatch reads each field once"
+        )
+    return fields[keys[0]] if keys else None
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
@@ -85,39 +78,35 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _struct(layers: Layers, name: str, where: str) -> Layers:
-    """A struct field: each map decodes into it in turn; null leaves it alone."""
-    return [_mapping(v, where) for v in _values(layers, name) if v is not None]
+def _struct(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
+    return _mapping(_value(fields, name, where), where)
 
 
-def _pointer(layers: Layers, name: str, where: str) -> Layers | None:
-    """A pointer-to-struct field (`memory`): null makes it nil again."""
-    block: Layers | None = None
-    for value in _values(layers, name):
-        block = None if value is None else [*(block or []), _mapping(value, where)]
-    return block
+def _pointer(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any] | None:
+    """A pointer-to-struct field (`memory`): absent or null is nil."""
+    value = _value(fields, name, where)
+    return None if value is None else _mapping(value, where)
 
 
-def _scalar(layers: Layers, name: str, where: str, convert: Callable[[Any, str], Any]) -> Any:
-    """A scalar field: every value must decode; the last non-null one stays."""
-    result = None
-    for value in _values(layers, name):
-        if value is not None:
-            result = convert(value, where)
-    return result
+def _scalar(
+    fields: Mapping[str, Any], name: str, where: str, convert: Callable[[Any, str], Any]
+) -> Any:
+    """A scalar field: it must decode; absent or null is None."""
+    value = _value(fields, name, where)
+    return None if value is None else convert(value, where)
 
 
 def _int(value: Any, where: str) -> int:
     """A Go `int` field."""
-    number = goyaml.json_int(value)
-    if number is None or not goyaml.is_int64(number):
+    number = goscalars.json_int(value)
+    if number is None or not goscalars.is_int64(number):
         raise ProfileError(f"{where} must be an integer, not {value!r}")
     return number
 
 
 def _unsigned(bits: int) -> Callable[[Any, str], int]:
     def convert(value: Any, where: str) -> int:
-        number = goyaml.json_int(value)
+        number = goscalars.json_int(value)
         if number is None or not 0 <= number < 2**bits:
             raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
         return number
@@ -126,10 +115,16 @@ def _unsigned(bits: int) -> Callable[[Any, str], int]:
 
 
 def _text(value: Any, where: str) -> str:
-    """A Go `string` field: sigs.k8s.io/yaml turns a number or bool into its text."""
-    if isinstance(value, Mapping | list):
-        raise ProfileError(f"{where} must be text, not a {type(value).__name__}")
-    return value if isinstance(value, str) else goyaml.go_text(value)
+    """A Go `string` field: sigs.k8s.io/yaml turns an int or bool into its text.
+
+    It would format a float (as a float32) or `!!binary` bytes too; allocwatch
+    refuses those, since a uuid written as a number is a mistake.
+    """
+    text = goscalars.go_text(value)
+    if text is None:
+        kind = "a number" if isinstance(value, float) else f"a {type(value).__name__}"
+        raise ProfileError(f"{where} must be text, not {kind}; quote it")
+    return text
 
 
 # MemoryConfig's fields: each one must decode, or the engine refuses the profile.
@@ -142,7 +137,7 @@ MEMORY_FIELDS = {
 }
 
 
-def _memory(block: Layers | None, where: str) -> tuple[int, int] | None:
+def _memory(block: Mapping[str, Any] | None, where: str) -> tuple[int, int] | None:
     if block is None:
         return None
     fields = {
@@ -162,21 +157,20 @@ def parse_profile(text: str) -> list[Device]:
         doc = goyaml.load(text)
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
-    root = [_mapping(doc, "the profile")]
+    root = _mapping(doc, "the profile")
     if not _scalar(root, "version", "version", _text):
         raise ProfileError("`version` is required")
     system = _struct(root, "system", "system")
     if not _scalar(system, "driver_version", "system.driver_version", _text):
         raise ProfileError("`system.driver_version` is required")
 
-    entries: list[Any] = []
-    for value in _values(root, "devices"):  # a list replaces the last one; null clears it
-        if value is not None and not isinstance(value, list):
-            raise ProfileError("`devices` must be a list")
-        entries = value or []
+    entries = _value(root, "devices", "devices")
+    if entries is not None and not isinstance(entries, list):
+        raise ProfileError("`devices` must be a list")
+    entries = entries or []
     by_index: dict[int, tuple[str, tuple[int, int] | None, str]] = {}
     for pos, raw in enumerate(entries):
-        entry = [_mapping(raw, f"devices[{pos}]")]
+        entry = _mapping(raw, f"devices[{pos}]")
         index = _scalar(entry, "index", f"devices[{pos}].index", _int) or 0
         if index in by_index:
             raise ProfileError(f"devices[{pos}].index {index} is not unique")
@@ -217,77 +211,3 @@ def load_devices(path: str | os.PathLike[str]) -> list[Device]:
     """Read and parse a profile file. Raises OSError or ProfileError."""
     raw, _ = read_regular_file(Path(path))
     return parse_profile(raw.decode("utf-8"))
-
-
-class ProfileSource:
-    """Keeps the devices of a profile file current across polls.
-
-    The file is re-read only when its inode, mtime or size changes. A missing
-    file yields None (publish nothing); a malformed one keeps the last good
-    devices, logs each distinct problem once, and recovers when fixed.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.devices: list[Device] | None = None
-        self.error: str | None = None
-        self._identity: tuple[int, int, int, int] | None = None
-
-    def refresh(self) -> list[Device] | None:
-        """The current devices, or None when there are none to publish for.
-
-        Each problem is logged here, once, naming the file; `error` holds it.
-        """
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return self._missing()
-        except OSError as exc:  # e.g. a parent that is not a directory
-            self._identity = None
-            return self._unusable(f"profile {self.path}: {exc.strerror or exc}")
-        identity = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-        if identity == self._identity:
-            return self.devices
-        self._identity = identity
-        try:
-            devices = load_devices(self.path)
-        except FileNotFoundError:  # removed since the stat
-            return self._missing()
-        except OSError as exc:
-            # Try again next poll: fixing permissions changes neither mtime nor size.
-            self._identity = None
-            return self._unusable(f"profile {self.path}: {exc.strerror or exc}")
-        except (UnicodeDecodeError, ProfileError) as exc:
-            return self._unusable(f"profile {self.path}: {exc}")
-        if devices != self.devices:
-            log.info(
-                "profile %s: %d devices (%s)",
-                self.path,
-                len(devices),
-                ", ".join(
-                    f"{d.index}={d.uuid or '<no uuid>'}{'' if d.has_memory else ' (no memory)'}"
-                    for d in devices
-                ),
-            )
-        self.devices = devices
-        self.error = None
-        return devices
-
-    def _missing(self) -> None:
-        error = f"profile {self.path} is missing"
-        if error != self.error:
-            log.warning("%s; publishing nothing until it appears", error)
-        self.devices = None
-        self._identity = None
-        self.error = error
-        return None
-
-    def _unusable(self, error: str) -> list[Device] | None:
-        """Keep the last good devices, if any, and log a new problem once."""
-        if error != self.error:
-            if self.devices is None:
-                log.error("%s; not publishing until it is fixed", error)
-            else:
-                log.error("%s; keeping the last good devices", error)
-        self.error = error
-        return self.devices

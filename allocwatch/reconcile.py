@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
+from allocwatch.claims import Claim, physical_device_id
 from allocwatch.profile import Device
-
-if TYPE_CHECKING:  # only a type here: importing it would load grpc into every user
-    from allocwatch.podresources import Claim
 
 
 class MemoryReading(NamedTuple):
-    """A device's two published byte counts. A tuple: made 8 times a poll, cheaply."""
+    """A device's two published byte counts; a tuple, made for every device every poll."""
 
     used_bytes: int
     free_bytes: int
@@ -29,11 +27,6 @@ class Reconciliation:
     readings: dict[int, MemoryReading]
     claims_per_device: dict[int, int]
     unknown_ids: tuple[str, ...] = field(default=())
-
-
-def physical_device_id(device_id: str) -> str:
-    """The GPU behind a time-slicing/MPS replica id `GPU-<uuid>::<n>`; other ids as they are."""
-    return device_id.split("::", 1)[0]
 
 
 def aperture(device: Device) -> int:

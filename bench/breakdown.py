@@ -18,15 +18,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from allocwatch import overrides, watch
+from allocwatch import publisher, watch
 from allocwatch.logs import configure
 from allocwatch.metrics import Metrics
-from allocwatch.overrides import OverridesPublisher
 from allocwatch.podresources import PodResourcesClient
-from allocwatch.profile import ProfileSource, load_devices
+from allocwatch.profile import load_devices
+from allocwatch.profilesource import ProfileSource
+from allocwatch.publisher import OverridesPublisher
 from allocwatch.watch import Watcher
 from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods
-from tests.support.fakekubelet import FakeKubelet
+from fakekubelet import FakeKubelet
 
 WHOLE = "whole poll"
 ORDER = [
@@ -93,8 +94,8 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
                 timer.wrap(watcher.publisher, "publish", "publish")
                 timer.wrap(watcher.publisher, "_current", "publish: read the file")
                 timer.wrap(watcher.publisher, "render", "publish: render YAML")
-                timer.wrap(overrides, "write_atomic", "publish: atomic write")
-                timer.wrap(watcher, "_report", "metrics + log")
+                timer.wrap(publisher, "write_atomic", "publish: atomic write")
+                timer.wrap(watcher.reporter, "published", "metrics + log")
                 watcher.poll()  # the first publish; caches filled
                 timer.ns.clear()
                 for i in range(2 * polls):

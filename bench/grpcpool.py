@@ -25,8 +25,9 @@ def list_loop(socket_path: str, pause: float, calls: int) -> dict[str, object]:
     """Time `calls` Lists, `pause` seconds apart, in this process; imports only grpc."""
     import grpc
 
+    from allocwatch.grpcruntime import open_channel
     from allocwatch.kubeletapi.podresources.v1 import api_pb2
-    from allocwatch.podresources import list_callable, open_channel
+    from allocwatch.podresources import list_callable
 
     channel = open_channel(socket_path)
     list_pods = list_callable(channel)  # no _registered_method: older grpcio lacks it
@@ -65,7 +66,7 @@ def main() -> None:
 
     from allocwatch.profile import load_devices
     from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods, replica_pods
-    from tests.support.fakekubelet import FakeKubelet
+    from fakekubelet import FakeKubelet
 
     pythons = args.python or [sys.executable]
     print(f"List, {NODE_PODS} pods, {args.calls} calls {args.pause:g}s apart, CPU ms per call:\n")

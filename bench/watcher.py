@@ -31,7 +31,7 @@ from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
 from bench.proc import cpu_seconds, peak_rss_mib, thread_cpu_seconds
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
+from fakekubelet import FakeKubelet, gpu_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "tests" / "data" / "a100.yaml"

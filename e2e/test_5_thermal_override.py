@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from allocwatch.watch import PUBLISH_ERROR
+from allocwatch.outcome import PollOutcome
 from e2e.framework.expected import Expectation, merged
 from e2e.framework.stack import GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
 THERMAL = {"temperature_gpu_c": 85}
 # what the watcher counts when its publish could not take the lock in time
-BLOCKED = f'allocwatch_polls_total{{result="{PUBLISH_ERROR}"}}'
+BLOCKED = f'allocwatch_polls_total{{result="{PollOutcome.PUBLISH_ERROR}"}}'
 
 
 @pytest.fixture

@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from allocwatch.watch import OK
+from allocwatch.outcome import PollOutcome
 from e2e.framework import timings
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
 from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
-OK_POLLS = f'allocwatch_polls_total{{result="{OK}"}}'
+OK_POLLS = f'allocwatch_polls_total{{result="{PollOutcome.OK}"}}'
 
 
 def _watcher_identity(stack: Stack) -> tuple[str, str, int]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from allocwatch.profile import Device, load_devices
-from tests.support.fakekubelet import FakeKubelet
+from fakekubelet import FakeKubelet
 
 DATA = Path(__file__).parent / "data"
 A100 = DATA / "a100.yaml"

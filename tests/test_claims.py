@@ -8,15 +8,12 @@ from typing import Any
 
 import pytest
 
-from allocwatch import podresources
+from allocwatch import claimdecoder
+from allocwatch.claimdecoder import ClaimDecoder
+from allocwatch.claims import Claim, physical_device_id
 from allocwatch.kubeletapi.podresources.v1 import api_pb2
-from allocwatch.podresources import (
-    DEFAULT_RESOURCE_NAMES,
-    Claim,
-    ClaimDecoder,
-    claims_from_response,
-)
-from tests.support.fakekubelet import build_response, gpu_pod
+from allocwatch.podresources import DEFAULT_RESOURCE_NAMES, PodResourcesClient
+from fakekubelet import FakeKubelet, build_response, gpu_pod
 
 NAMES = frozenset(DEFAULT_RESOURCE_NAMES)
 
@@ -27,10 +24,34 @@ def _via_encoded(resp: api_pb2.ListPodResourcesResponse, names: Set[str]) -> lis
     return ClaimDecoder(names)(resp.SerializeToString())
 
 
-@pytest.fixture(params=["decoded", "encoded"])
+def _reference_claims(resp: api_pb2.ListPodResourcesResponse, names: Set[str]) -> list[Claim]:
+    """The claims by the letter of the API: every pod decoded, nothing skipped or reused."""
+    return [
+        Claim(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
+        for pod in resp.pod_resources
+        for container in pod.containers
+        for devices in container.devices
+        if devices.resource_name in names
+        for device_id in devices.device_ids
+    ]
+
+
+@pytest.fixture(params=["decoder", "listed"])
 def claims_of(request: pytest.FixtureRequest) -> ClaimsOf:
-    """Every case holds for both the plain decoder and the one the client uses."""
-    return claims_from_response if request.param == "decoded" else _via_encoded
+    """Every case holds for the decoder alone and for a real List through the client."""
+    if request.param == "decoder":
+        return _via_encoded
+    kubelet: FakeKubelet = request.getfixturevalue("kubelet")
+
+    def listed(resp: api_pb2.ListPodResourcesResponse, names: Set[str]) -> list[Claim]:
+        kubelet.set_raw_pods([pod.SerializeToString() for pod in resp.pod_resources])
+        client = PodResourcesClient(kubelet.socket_path, names)
+        try:
+            return client.list_claims()
+        finally:
+            client.close()
+
+    return listed
 
 
 def test_one_gpu_claim(claims_of: ClaimsOf) -> None:
@@ -81,7 +102,7 @@ def test_every_container_and_no_deduplication(claims_of: ClaimsOf) -> None:
         ("c2", "GPU-x::0"),
         ("c2", "GPU-x::1"),
     ]
-    assert [c.physical_id for c in claims] == ["GPU-x", "GPU-y", "GPU-x", "GPU-x"]
+    assert [physical_device_id(c.device_id) for c in claims] == ["GPU-x", "GPU-y", "GPU-x", "GPU-x"]
 
 
 def test_resource_set_is_configurable(claims_of: ClaimsOf) -> None:
@@ -123,8 +144,8 @@ def test_encoded_decoding_matches_full_decoding_on_a_mixed_node() -> None:
     rng = random.Random(7)
     resp = build_response([_random_pod(rng, i) for i in range(300)])
     for names in (NAMES, frozenset({"nvidia.com/gpu"}), frozenset({"amd.com/gpu"}), frozenset()):
-        assert _via_encoded(resp, names) == claims_from_response(resp, names)
-    assert len(claims_from_response(resp, NAMES)) > 100
+        assert _via_encoded(resp, names) == _reference_claims(resp, names)
+    assert len(_reference_claims(resp, NAMES)) > 100
 
 
 def test_one_decoder_across_changing_lists_matches_full_decoding() -> None:
@@ -138,7 +159,7 @@ def test_one_decoder_across_changing_lists_matches_full_decoding() -> None:
             pods[rng.randrange(len(pods))] = _random_pod(rng, rng.randrange(1000))
         listed = rng.sample(pods, rng.randrange(len(pods))) + pods[:2]  # some pods twice
         resp = build_response(listed)
-        wanted = claims_from_response(resp, NAMES)
+        wanted = _reference_claims(resp, NAMES)
         assert decode(resp.SerializeToString()) == wanted
         assert decode(resp.SerializeToString()) == wanted  # the same List again
 
@@ -148,16 +169,16 @@ def test_an_unchanged_list_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch)
     pods = [_random_pod(rng, i) for i in range(30)]
     decode = ClaimDecoder(NAMES)
     parsed: list[bytes] = []
-    real_parse = podresources._parse_list
+    real_parse = claimdecoder._parse_list
     monkeypatch.setattr(
-        podresources, "_parse_list", lambda wire: parsed.append(wire) or real_parse(wire)
+        claimdecoder, "_parse_list", lambda wire: parsed.append(wire) or real_parse(wire)
     )
     wire = build_response(pods).SerializeToString()
     first = decode(wire)
     first.append(first[0])  # the caller's list is its own
     again = decode(bytes(wire))  # equal bytes, another object
-    assert again == claims_from_response(build_response(pods), NAMES)
+    assert again == _reference_claims(build_response(pods), NAMES)
     assert len(parsed) == 1
     changed = build_response(pods[::-1])
-    assert decode(changed.SerializeToString()) == claims_from_response(changed, NAMES) != again
+    assert decode(changed.SerializeToString()) == _reference_claims(changed, NAMES) != again
     assert len(parsed) == 2

@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from allocwatch.overrides import OverridesPublisher, PublishError, parse_document
+from allocwatch.overrides import parse_document
+from allocwatch.publisher import OverridesPublisher, PublishError
 from allocwatch.reconcile import MemoryReading
+from allocwatch.shutdown import Shutdown
 
 # A competing writer that behaves like nvml-mock-ctl: flock the sidecar, load,
 # bump a counter in another device's bucket, write atomically, unlock.
@@ -119,7 +121,7 @@ def test_an_idle_publish_stays_off_a_held_lock(target: Path) -> None:
 
 
 def test_shutdown_cancels_a_lock_wait(target: Path, holder: subprocess.Popen[str]) -> None:
-    stop = threading.Event()
+    stop = Shutdown()
     stop.set()
     started = time.monotonic()
     with pytest.raises(PublishError, match="cancelled"):
@@ -131,13 +133,15 @@ def test_no_update_lost_across_200_interleaved_writes(target: Path) -> None:
     n = 200
     competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR, str(target), str(n)])
     pub = OverridesPublisher(target, lock_timeout=30)
+    writes = 0
     for i in range(1, n + 1):
         assert pub.publish({0: MemoryReading(i, 10_000 - i)}).wrote
+        writes += 1
     assert competitor.wait(timeout=120) == 0
     doc = parse_document(target.read_text())
     assert doc["devices"]["7"]["thermal"]["counter"] == n
     assert doc["devices"]["0"]["memory"] == {"used_bytes": n, "free_bytes": 10_000 - n}
-    assert pub.writes == n
+    assert writes == n
     assert Path(str(target) + ".lock").exists()
 
 

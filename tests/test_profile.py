@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 
 import pytest
 
 from allocwatch import profile
-from allocwatch.profile import Device, ProfileError, ProfileSource, parse_profile
+from allocwatch.profile import Device, ProfileError, parse_profile
+from allocwatch.profilesource import ProfileSource
 from tests.conftest import A100_UUIDS
 
 HEADER = 'version: "1.0"\nsystem:\n  driver_version: "550.163.01"\n'
@@ -91,19 +93,32 @@ def test_field_names_match_case_insensitively_and_unknown_keys_are_ignored() -> 
     assert devices == [Device(0, "GPU-0", 10, 4)]
 
 
-def test_a_field_named_twice_decodes_twice_in_sorted_key_order() -> None:
-    """Go's JSON decoding sets a field once per key that names it, keys sorted."""
-    devices = parse_profile(
-        HEADER + "device_defaults:\n  memory: {total_bytes: 1000}\n  Memory: {reserved_bytes: 10}\n"
-        "devices:\n  - {index: 0, UUID: GPU-X, Uuid: GPU-y}\n"
-        "  - {index: 1, memory: {total_bytes: 8, Reserved_bytes: 2, reserved_bytes: ~}}\n"
-        "  - {index: 2, Memory: {total_bytes: 8}, memory: ~}\n"
-    )
-    assert devices == [
-        Device(0, "GPU-y", 1000, 10),  # the blocks merge; "Uuid" sorts after "UUID"
-        Device(1, "", 8, 2),  # a null leaves a number alone
-        Device(2, "", 1000, 10),  # "memory: ~" sorts last: nil again, so the defaults
-    ]
+@pytest.mark.parametrize(
+    ("entries", "needle"),
+    [
+        (
+            "device_defaults:\n  memory: {total_bytes: 1000}\n  Memory: {reserved_bytes: 10}\n",
+            r"device_defaults.memory is named twice \(Memory, memory\)",
+        ),
+        (
+            "devices:\n  - {index: 0, UUID: GPU-X, Uuid: GPU-y}\n",
+            r"uuid is named twice \(UUID, Uuid\)",
+        ),
+        (
+            "devices:\n"
+            "  - {index: 1, memory: {total_bytes: 8, Reserved_bytes: 2, reserved_bytes: ~}}\n",
+            "reserved_bytes is named twice",
+        ),
+        (
+            "devices:\n  - {index: 2, Memory: {total_bytes: 8}, memory: ~}\n",
+            "memory is named twice",
+        ),
+    ],
+)
+def test_a_field_named_twice_is_refused(entries: str, needle: str) -> None:
+    """Go's JSON decoding would set the field once per key that names it; we do not layer."""
+    with pytest.raises(ProfileError, match=needle):
+        parse_profile(HEADER + entries)
 
 
 @pytest.mark.parametrize(
@@ -112,14 +127,19 @@ def test_a_field_named_twice_decodes_twice_in_sorted_key_order() -> None:
         ("12345", "12345"),
         ("yes", "true"),
         ("0x10", "16"),
-        ("1e3", "1000"),
-        ("0.1", "0.1"),
-        ("!!binary R1BVLTA=", "GPU-0"),  # go-yaml decodes binary into the string
+        # Go would format these as float32 text or decode the bytes; refused instead
+        ("1e3", "devices[0].uuid must be text, not a number; quote it"),
+        ("0.1", "devices[0].uuid must be text, not a number; quote it"),
+        ("!!binary R1BVLTA=", "devices[0].uuid must be text, not a bytes; quote it"),
     ],
 )
 def test_a_scalar_uuid_is_the_text_go_gives_it(uuid: str, text: str) -> None:
-    devices = parse_profile(HEADER + f"devices:\n  - {{index: 0, uuid: {uuid}}}\n")
-    assert devices[0].uuid == text
+    profile = HEADER + f"devices:\n  - {{index: 0, uuid: {uuid}}}\n"
+    if text.startswith("devices[0]"):
+        with pytest.raises(ProfileError, match=re.escape(text)):
+            parse_profile(profile)
+        return
+    assert parse_profile(profile)[0].uuid == text
 
 
 def test_numbers_reach_integer_fields_as_the_engine_reads_them() -> None:
@@ -170,7 +190,7 @@ def test_first_entry_wins_for_uuid_lookup_by_index_not_position() -> None:
         (HEADER + "device_defaults: {memory: {free_bytes: -1}}\n", "free_bytes"),
         (HEADER + "device_defaults: {memory: {used_bytes: 1.5}}\n", "used_bytes"),
         (HEADER + "device_defaults: {memory: {memory_bus_width: 5000000000}}\n", "bus_width"),
-        (HEADER + "device_defaults: {Memory: {total_bytes: -1}, memory: {}}\n", "total"),
+        (HEADER + "device_defaults: {Memory: {total_bytes: -1}, memory: {}}\n", "named twice"),
         # entries the engine never serves are decoded all the same
         (
             HEADER + "system: {driver_version: x, num_devices: 1}\n"

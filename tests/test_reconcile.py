@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from allocwatch.podresources import Claim
+from allocwatch.claims import Claim, physical_device_id
 from allocwatch.profile import Device
-from allocwatch.reconcile import MemoryReading, physical_device_id, reading_for, reconcile
+from allocwatch.reconcile import MemoryReading, reading_for, reconcile
 from tests.conftest import A100_APERTURE, A100_HALF
 
 TWO = [Device(0, "GPU-aaa", 42949672960, 611319808), Device(1, "GPU-bbb", 42949672960, 611319808)]

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from allocwatch.podresources import GRPC_TIMER_SLACK_NS
+from allocwatch.grpcruntime import GRPC_TIMER_SLACK_NS
 from allocwatch.timerslack import timer_slack
-from tests.support.fakekubelet import REPO_ROOT
+from tests.support import REPO_ROOT
 
 SLACK = 7_000_000
 
@@ -69,7 +69,7 @@ def in_a_fresh_interpreter(script: str, socket_path: Path) -> Any:
 _OPEN_A_CHANNEL = """
 import json, os, sys, threading, time
 from pathlib import Path
-from allocwatch.podresources import open_channel
+from allocwatch.grpcruntime import open_channel
 
 def slack(tid):
     return int(Path(f"/proc/{tid}/timerslack_ns").read_text())
@@ -108,7 +108,7 @@ _OPEN_TWO_CHANNELS = """
 import json, os, sys, threading
 from pathlib import Path
 import grpc
-from allocwatch.podresources import open_channel
+from allocwatch.grpcruntime import open_channel
 
 own = threading.get_native_id()
 tasks = Path("/proc/self/task")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import signal
 import socket
 import threading
 import time
@@ -15,13 +16,18 @@ import grpc
 import pytest
 
 from allocwatch import podresources
+from allocwatch.claims import ListError
+from allocwatch.grpcruntime import open_channel
 from allocwatch.metrics import Metrics
-from allocwatch.overrides import OverridesPublisher, parse_document
-from allocwatch.podresources import Interrupted, PodResourcesClient, open_channel
-from allocwatch.profile import ProfileSource
-from allocwatch.watch import LIST_ERROR, NO_PROFILE, OK, PUBLISH_ERROR, Watcher
+from allocwatch.outcome import PollOutcome
+from allocwatch.overrides import parse_document
+from allocwatch.podresources import PodResourcesClient
+from allocwatch.profilesource import ProfileSource
+from allocwatch.publisher import OverridesPublisher
+from allocwatch.shutdown import Interrupted, Shutdown
+from allocwatch.watch import Watcher
+from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
 from tests.support.slowaccept import SlowAcceptRelay
 
 IDLE = {"used_bytes": 0, "free_bytes": A100_APERTURE}
@@ -49,19 +55,19 @@ def expected(busy: dict[int, dict[str, int]]) -> dict[str, dict[str, int]]:
 class Rig:
     def __init__(self, kubelet: FakeKubelet, driver_root: Path, interval: float = 0.02) -> None:
         self.kubelet = kubelet
-        self.config = driver_root / "config" / "config.yaml"
+        self.profile = driver_root / "config" / "config.yaml"
         self.overrides = driver_root / "config" / "overrides.yaml"
         self.client = PodResourcesClient(kubelet.socket_path, call_timeout=0.5)
         self.metrics = Metrics()
         self.watcher = Watcher(
             self.client,
-            ProfileSource(self.config),
+            ProfileSource(self.profile),
             OverridesPublisher(self.overrides, lock_timeout=1),
             fraction=0.5,
             interval=interval,
             metrics=self.metrics,
         )
-        self.stop = threading.Event()
+        self.stop = Shutdown()
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -170,9 +176,9 @@ def test_idle_node_makes_zero_writes(rig: Rig) -> None:
     rig.start()
     eventually(rig.shows({}), what="first publish")
     polls_before = rig.watcher.polls
-    mtime = rig.overrides.stat().st_mtime_ns
+    mtime, inode = rig.overrides.stat().st_mtime_ns, rig.overrides.stat().st_ino
     eventually(lambda: rig.watcher.polls >= polls_before + 25, what="25 idle polls")
-    assert rig.watcher.publisher.writes == 1
+    assert rig.overrides.stat().st_ino == inode  # never replaced
     assert rig.metric("allocwatch_writes_total") == 1
     assert rig.overrides.stat().st_mtime_ns == mtime
 
@@ -208,7 +214,7 @@ def test_kubelet_restart_is_survived(rig: Rig) -> None:
     eventually(rig.shows({0: HALF}), what="before restart")
     rig.kubelet.stop()  # socket removed
     eventually(
-        lambda: (rig.metric("allocwatch_polls_total", result=LIST_ERROR) or 0) > 0,
+        lambda: (rig.metric("allocwatch_polls_total", result=PollOutcome.LIST_ERROR) or 0) > 0,
         what="a failed List while the kubelet is down",
     )
     assert memory(rig.overrides) == expected({0: HALF})  # previous reading kept
@@ -238,7 +244,7 @@ def test_list_errors_keep_the_previous_reading(rig: Rig) -> None:
     rig.kubelet.set_failure("UNAVAILABLE")
     rig.kubelet.set_pods([])
     eventually(
-        lambda: (rig.metric("allocwatch_polls_total", result=LIST_ERROR) or 0) >= 3,
+        lambda: (rig.metric("allocwatch_polls_total", result=PollOutcome.LIST_ERROR) or 0) >= 3,
         what="failing polls",
     )
     assert memory(rig.overrides) == expected({0: HALF})
@@ -255,13 +261,13 @@ def test_a_failing_list_is_logged_once_not_every_poll(
     # deadline, that would be a second, different error.
     rig.client.call_timeout = 5
     assert rig.client.wait_ready(5)
-    assert rig.watcher.poll().result == OK
+    assert rig.watcher.poll().result == PollOutcome.OK
     rig.kubelet.set_failure("UNAVAILABLE")
     for _ in range(3):
-        assert rig.watcher.poll().result == LIST_ERROR
+        assert rig.watcher.poll().result == PollOutcome.LIST_ERROR
     assert caplog.text.count("UNAVAILABLE") == 1, caplog.text
     rig.kubelet.set_failure(None)
-    assert rig.watcher.poll().result == OK
+    assert rig.watcher.poll().result == PollOutcome.OK
     assert caplog.text.count("recovered: publishing again") == 1
 
 
@@ -276,7 +282,7 @@ def test_a_pod_that_does_not_decode_fails_the_list_not_the_watcher(
     rig.kubelet.set_raw_pods([truncated])
     rig.kubelet.set_pods([])
     eventually(
-        lambda: (rig.metric("allocwatch_polls_total", result=LIST_ERROR) or 0) >= 3,
+        lambda: (rig.metric("allocwatch_polls_total", result=PollOutcome.LIST_ERROR) or 0) >= 3,
         what="failing polls",
     )
     assert rig.thread is not None and rig.thread.is_alive()
@@ -304,12 +310,12 @@ def test_hung_kubelet_hits_the_deadline(
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
     started = time.monotonic()
-    assert r.watcher.poll().result == LIST_ERROR
+    assert r.watcher.poll().result == PollOutcome.LIST_ERROR
     assert time.monotonic() - started < 2.0  # call_timeout is 0.5 s
     # The error names the socket it could not list, like every other error.
     assert f"list pod resources at {kubelet.socket_path}: DEADLINE_EXCEEDED" in caplog.text
     kubelet.set_hang(0)
-    assert r.watcher.poll().result == OK
+    assert r.watcher.poll().result == PollOutcome.OK
     r.close()
 
 
@@ -334,13 +340,13 @@ def test_profile_missing_then_appearing(kubelet: FakeKubelet, tmp_path: Path) ->
     driver = tmp_path / "driver"
     r = Rig(kubelet, driver)
     assert r.client.wait_ready(5)
-    assert r.watcher.poll().result == NO_PROFILE
+    assert r.watcher.poll().result == PollOutcome.NO_PROFILE
     assert not driver.exists()  # nothing created
     ready, why = r.watcher.ready()
     assert not ready and "missing" in why
-    r.config.parent.mkdir(parents=True)
-    shutil.copy(A100, r.config)
-    assert r.watcher.poll().result == OK
+    r.profile.parent.mkdir(parents=True)
+    shutil.copy(A100, r.profile)
+    assert r.watcher.poll().result == PollOutcome.OK
     assert memory(r.overrides) == expected({})
     assert r.watcher.ready() == (True, "ok")
     r.close()
@@ -353,8 +359,8 @@ def test_a_failed_poll_is_retried_within_a_second_at_a_long_interval(
     r.start()
     try:
         eventually(lambda: r.watcher.polls >= 1, what="the first poll")
-        r.config.parent.mkdir(parents=True)
-        shutil.copy(A100, r.config)
+        r.profile.parent.mkdir(parents=True)
+        shutil.copy(A100, r.profile)
         eventually(r.overrides.exists, timeout=5, what="a publish long before the hour")
         assert memory(r.overrides) == expected({})
     finally:
@@ -364,10 +370,10 @@ def test_a_failed_poll_is_retried_within_a_second_at_a_long_interval(
 def test_malformed_profile_keeps_last_good_devices(kubelet: FakeKubelet, driver_root: Path) -> None:
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
-    assert r.watcher.poll().result == OK
-    r.config.write_text("version: [broken")
+    assert r.watcher.poll().result == PollOutcome.OK
+    r.profile.write_text("version: [broken")
     kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[4]])])
-    assert r.watcher.poll().result == OK
+    assert r.watcher.poll().result == PollOutcome.OK
     assert memory(r.overrides) == expected({4: HALF})
     r.close()
 
@@ -380,14 +386,14 @@ def test_profile_change_is_picked_up(
     assert r.client.wait_ready(5)
     r.watcher.poll()
     text = A100.read_text().replace("12345678000", "abcdef00000")
-    r.config.write_text(
+    r.profile.write_text(
         text.replace(
             'driver_version: "550.163.01"', 'driver_version: "550.163.01"\n  num_devices: 2'
         )
     )
     kubelet.set_pods([gpu_pod("ns", "a", ["GPU-12345678-1234-1234-1234-abcdef000001"])])
-    assert r.watcher.poll().result == OK
-    assert memory(r.overrides) == {"0": IDLE, "1": HALF}  # devices 2..7 retracted
+    assert r.watcher.poll().result == PollOutcome.OK
+    assert memory(r.overrides) == {"0": IDLE, "1": HALF}  # devices 2..7 removed
     # The log says what changed, not that someone edited the file.
     for index in range(2, 8):
         assert f"device {index}: reading removed" in caplog.text
@@ -401,8 +407,8 @@ def test_device_metrics_follow_a_uuid_change(kubelet: FakeKubelet, driver_root: 
     r.watcher.poll()
     assert r.metric("allocwatch_device_used_bytes", index="0", uuid=A100_UUIDS[0]) == 0
     # Same devices, same (idle) readings, new uuids: the old series must go.
-    r.config.write_text(A100.read_text().replace("12345678000", "abcdef00000"))
-    assert r.watcher.poll().result == OK
+    r.profile.write_text(A100.read_text().replace("12345678000", "abcdef00000"))
+    assert r.watcher.poll().result == PollOutcome.OK
     new_uuid = A100_UUIDS[0].replace("12345678000", "abcdef00000")
     assert r.metric("allocwatch_device_used_bytes", index="0", uuid=A100_UUIDS[0]) is None
     assert r.metric("allocwatch_device_used_bytes", index="0", uuid=new_uuid) == 0
@@ -421,18 +427,18 @@ def test_a_device_without_memory_gets_claims_but_no_reading(
         uuid_line = f'    uuid: "{A100_UUIDS[i]}"'
         profile = profile.replace(uuid_line, uuid_line + memory_block)
     r = Rig(kubelet, driver_root)
-    r.config.write_text(profile)
+    r.profile.write_text(profile)
     assert r.client.wait_ready(5)
     kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[3]]), gpu_pod("ns", "b", [A100_UUIDS[1]])])
-    assert r.watcher.poll().result == OK
+    assert r.watcher.poll().result == PollOutcome.OK
     want = {str(i): IDLE for i in (0, 2, 4, 5, 6, 7)} | {"1": HALF}
     assert memory(r.overrides) == want  # nothing for device 3: its base values stand
     assert r.metric("allocwatch_unknown_device_ids") == 0
     assert r.metric("allocwatch_device_claims", index="3", uuid=A100_UUIDS[3]) == 1
     assert r.metric("allocwatch_device_used_bytes", index="3", uuid=A100_UUIDS[3]) is None
     # Back to the profile with memory for all: device 3 is published too.
-    shutil.copy(A100, r.config)
-    assert r.watcher.poll().result == OK
+    shutil.copy(A100, r.profile)
+    assert r.watcher.poll().result == PollOutcome.OK
     assert memory(r.overrides) == expected({1: HALF, 3: HALF})
     assert r.metric("allocwatch_device_used_bytes", index="3", uuid=A100_UUIDS[3]) == A100_HALF
     r.close()
@@ -442,16 +448,16 @@ def test_device_metrics_go_with_the_profile(kubelet: FakeKubelet, driver_root: P
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
     kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[2]])])
-    assert r.watcher.poll().result == OK
+    assert r.watcher.poll().result == PollOutcome.OK
     assert (
         r.metric("allocwatch_device_used_bytes", index="2", uuid=A100_UUIDS[2])
         == HALF["used_bytes"]
     )
-    r.config.unlink()
-    assert r.watcher.poll().result == NO_PROFILE
+    r.profile.unlink()
+    assert r.watcher.poll().result == PollOutcome.NO_PROFILE
     assert r.metric("allocwatch_device_used_bytes", index="2", uuid=A100_UUIDS[2]) is None
-    shutil.copy(A100, r.config)
-    assert r.watcher.poll().result == OK
+    shutil.copy(A100, r.profile)
+    assert r.watcher.poll().result == PollOutcome.OK
     assert (
         r.metric("allocwatch_device_used_bytes", index="2", uuid=A100_UUIDS[2])
         == HALF["used_bytes"]
@@ -465,14 +471,14 @@ def test_unreadable_paths_fail_the_poll_not_the_watcher(
     r = Rig(kubelet, driver_root)
     assert r.client.wait_ready(5)
     r.overrides.mkdir()  # a directory where the file should be
-    assert r.watcher.poll().result == PUBLISH_ERROR
+    assert r.watcher.poll().result == PollOutcome.PUBLISH_ERROR
     assert f"load {r.overrides}: Is a directory" in caplog.text
     r.overrides.rmdir()
-    assert r.watcher.poll().result == OK
+    assert r.watcher.poll().result == PollOutcome.OK
     blocker = driver_root / "file"
     blocker.write_text("")
     r.watcher.profile = ProfileSource(blocker / "config.yaml")  # under a regular file
-    assert r.watcher.poll().result == NO_PROFILE
+    assert r.watcher.poll().result == PollOutcome.NO_PROFILE
     assert f"profile {blocker / 'config.yaml'}: Not a directory" in caplog.text
     r.close()
 
@@ -481,7 +487,7 @@ def test_refused_document_is_retried_not_overwritten(rig: Rig) -> None:
     rig.overrides.write_text("owner: someone\n")
     rig.start()
     eventually(
-        lambda: (rig.metric("allocwatch_polls_total", result=PUBLISH_ERROR) or 0) >= 2,
+        lambda: (rig.metric("allocwatch_polls_total", result=PollOutcome.PUBLISH_ERROR) or 0) >= 2,
         what="refused publishes",
     )
     assert rig.overrides.read_text() == "owner: someone\n"
@@ -539,13 +545,13 @@ def test_500_random_changes_end_in_exactly_the_final_state(fast_rig: Rig) -> Non
     eventually(lambda: gauges() == want, what="the used-bytes gauges")
 
 
-def test_retract_on_exit_leaves_no_memory_keys(rig: Rig) -> None:
+def test_remove_readings_on_exit_leaves_no_memory_keys(rig: Rig) -> None:
     rig.overrides.write_text("devices: {'0': {thermal: {t: 1}}}\n")
     rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
     rig.start()
     eventually(rig.shows({0: HALF}), what="published")
     rig.close()
-    assert rig.watcher.retract(timeout=1)
+    assert rig.watcher.remove_readings(timeout=1)
     assert parse_document(rig.overrides.read_text()) == {
         "version": 1,
         "devices": {"0": {"thermal": {"t": 1}}},
@@ -554,10 +560,10 @@ def test_retract_on_exit_leaves_no_memory_keys(rig: Rig) -> None:
 
 def test_a_deleted_profile_makes_the_watcher_unready_at_once(rig: Rig) -> None:
     assert rig.client.wait_ready(5)
-    assert rig.watcher.poll().result == OK
+    assert rig.watcher.poll().result == PollOutcome.OK
     assert rig.watcher.ready()[0]
-    rig.config.unlink()
-    assert rig.watcher.poll().result == NO_PROFILE
+    rig.profile.unlink()
+    assert rig.watcher.poll().result == PollOutcome.NO_PROFILE
     ready, why = rig.watcher.ready()
     assert not ready and "missing" in why
 
@@ -568,7 +574,7 @@ def test_ready_tracks_recent_success(kubelet: FakeKubelet, driver_root: Path) ->
     r.watcher.clock = lambda: now[0]
     assert r.client.wait_ready(5)
     assert not r.watcher.ready()[0]
-    assert r.watcher.poll().result == OK
+    assert r.watcher.poll().result == PollOutcome.OK
     assert r.watcher.ready()[0]
     now[0] += 2.9
     assert r.watcher.ready()[0]
@@ -597,30 +603,31 @@ def test_missing_socket_is_reported_by_the_dial(short_tmp: Path) -> None:
 def test_a_shutdown_signal_while_a_failed_call_is_handled_does_not_escape(
     short_tmp: Path,
 ) -> None:
-    """The CLI's handler raises Interrupted only while `in_call` is set.
+    """The stop-signal handler raises Interrupted only while a call is in flight.
 
     Here it lands while the channel of a failed call is being closed: the
     dial must end as a stopped dial, and List with its own error, rather
     than let Interrupted out of an exception handler.
     """
-    client = PodResourcesClient(str(short_tmp / "absent.sock"))
-    stop = threading.Event()
-    real_close = client.close
+    for call in ("dial", "list"):
+        shutdown = Shutdown()
+        client = PodResourcesClient(str(short_tmp / "absent.sock"), shutdown=shutdown)
+        real_close = client.close
 
-    def close_as_a_signal_lands() -> None:
-        stop.set()
-        if client.in_call:
-            raise Interrupted
-        real_close()
+        def close_as_a_signal_lands(shutdown: Shutdown = shutdown, close=real_close) -> None:
+            shutdown.handle_signal(signal.SIGTERM, None)  # raises only while in a call
+            close()
 
-    client.close = close_as_a_signal_lands  # type: ignore[method-assign]
-    try:
-        assert client.wait_ready(5, stop) is False
-        with pytest.raises(podresources.ListError, match="UNAVAILABLE"):
-            client.list_claims()
-        assert not client.in_call
-    finally:
-        real_close()
+        client.close = close_as_a_signal_lands  # type: ignore[method-assign]
+        try:
+            if call == "dial":
+                assert client.wait_ready(5) is False
+            else:
+                with pytest.raises(ListError, match="UNAVAILABLE"):
+                    client.list_claims()
+            assert shutdown.is_set() and not shutdown.in_call
+        finally:
+            real_close()
 
 
 def _first_headers_frame(listener: socket.socket) -> bytes:
@@ -659,7 +666,7 @@ def test_the_channel_names_localhost_as_its_authority(short_tmp: Path) -> None:
         server = threading.Thread(target=lambda: headers.append(_first_headers_frame(listener)))
         server.start()
         try:
-            with pytest.raises(podresources.ListError):
+            with pytest.raises(ListError):
                 client.list_claims()  # never answered
         finally:
             server.join(10)
@@ -670,20 +677,21 @@ def test_the_channel_names_localhost_as_its_authority(short_tmp: Path) -> None:
 
 
 def test_a_call_not_yet_started_when_shutdown_began_is_not_made(kubelet: FakeKubelet) -> None:
-    """A signal handled before `in_call` was set (say, while the channel was
+    """A signal handled before the call began (say, while the channel was
     made) must not leave List to wait out its deadline on a hung kubelet."""
-    client = PodResourcesClient(kubelet.socket_path, call_timeout=30)
+    shutdown = Shutdown()
+    client = PodResourcesClient(kubelet.socket_path, call_timeout=30, shutdown=shutdown)
     try:
         assert client.wait_ready(5)
         kubelet.set_hang(30)
         calls = kubelet.list_calls()
-        client.stopping = True  # what the CLI's handler does
+        shutdown.handle_signal(signal.SIGTERM, None)  # no call in flight: only stops
         started = time.monotonic()
         with pytest.raises(Interrupted):
             client.list_claims()
         assert time.monotonic() - started < 1.0
         assert kubelet.list_calls() == calls
-        assert not client.in_call
+        assert not shutdown.in_call
         assert client.wait_ready(5) is False  # the dial's probe too
     finally:
         kubelet.set_hang(0)

@@ -1,0 +1,156 @@
+"""Publishes readings into the override file, writing only when they change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from allocwatch.files import read_regular_file
+from allocwatch.overrides import (
+    FILE_MODE,
+    Document,
+    DocumentError,
+    holds_readings,
+    merge_readings,
+    parse_document,
+    remove_readings,
+)
+from allocwatch.reconcile import MemoryReading
+from allocwatch.render import DocumentRenderer
+from allocwatch.sharedfile import LockError, lock_path_for, locked, write_atomic
+from allocwatch.shutdown import Shutdown
+
+
+class PublishError(RuntimeError):
+    """This publish did not happen (lock timeout, I/O error, bad document)."""
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    wrote: bool
+
+
+class OverridesPublisher:
+    """Publishes readings into one override file, writing only on change.
+
+    An idle poll reads the (small) file and compares bytes with the last
+    parse; it parses only when they differ, and takes the lock only when a
+    write is needed: the file is only ever replaced by rename, so an unlocked
+    read always sees a whole document. A poll with new readings reads the
+    file only under the lock. Comparing content, not stat identity,
+    matters because two same-size rewrites within one timestamp tick can reuse
+    an inode number and look unchanged.
+    """
+
+    def __init__(self, path: Path, lock_timeout: float = 5.0) -> None:
+        self.path = Path(path)
+        self.lock_path = lock_path_for(self.path)
+        self.lock_timeout = lock_timeout
+        self._cache_text: str | None = None
+        self._cache_doc: Document | None = None
+        self.render = DocumentRenderer()
+
+    def _current(self) -> tuple[Document | None, int | None]:
+        """The document on disk (None when absent) and its mtime in ns."""
+        try:
+            raw, mtime_ns = read_regular_file(self.path)
+        except FileNotFoundError:
+            return None, None
+        except OSError as exc:  # a directory, a FIFO, no permission, an I/O error
+            raise PublishError(f"load {self.path}: {exc.strerror or exc}") from exc
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DocumentError(f"not UTF-8 text: {exc}") from exc
+        if text != self._cache_text:
+            self._cache_doc = parse_document(text)
+            self._cache_text = text
+        return self._cache_doc, mtime_ns
+
+    def publish(
+        self,
+        readings: Mapping[int, MemoryReading],
+        stop: Shutdown | None = None,
+        remove: Iterable[int] = (),
+    ) -> PublishResult:
+        """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
+        gone = [i for i in remove if i not in readings]
+
+        def change(doc: Document) -> Document:
+            merged = merge_readings(doc, readings)
+            return remove_readings(merged, gone) if gone else merged
+
+        return self._update(
+            change,
+            lambda doc: holds_readings(doc, readings, gone),
+            stop,
+            # With no reading (no profile device has memory) there is nothing
+            # to publish: an absent file stays absent rather than becoming `{}`.
+            create=bool(readings),
+        )
+
+    def remove_readings(
+        self, indices: Iterable[int], stop: Shutdown | None = None
+    ) -> PublishResult:
+        """Drop our keys for `indices`; an absent file stays absent."""
+        wanted = list(indices)
+        return self._update(
+            lambda doc: remove_readings(doc, wanted),
+            lambda doc: holds_readings(doc, {}, wanted),
+            stop,
+            create=False,
+        )
+
+    def _update(
+        self,
+        change: Callable[[Document], Document],
+        satisfied: Callable[[Document], bool],
+        stop: Shutdown | None,
+        create: bool = True,
+    ) -> PublishResult:
+        def needed() -> tuple[bool, Document | None, int | None]:
+            try:
+                doc, mtime_ns = self._current()
+            except DocumentError as exc:
+                raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
+            if doc is None:
+                return create, doc, mtime_ns
+            return not satisfied(doc), doc, mtime_ns
+
+        # Check without the lock first: the file is only ever replaced by
+        # rename, so this read sees a whole document, and idle polls stay
+        # off the lock that nvml-mock-ctl also takes. When the document last
+        # seen lacks the change, a write is all but certain and the read
+        # would only be repeated under the lock, so it is skipped.
+        seen = self._cache_doc
+        write_due = create and seen is not None and not satisfied(seen)
+        if not write_due and not needed()[0]:
+            return PublishResult(wrote=False)
+        if not self.path.parent.is_dir():
+            # Never create nvml-mock's directories (it may be uninstalled).
+            raise PublishError(f"write {self.path}: directory {self.path.parent} does not exist")
+        try:
+            with locked(self.lock_path, FILE_MODE, self.lock_timeout, stop):
+                return self._write(change, needed)
+        except LockError as exc:
+            raise PublishError(str(exc)) from exc
+
+    def _write(
+        self,
+        change: Callable[[Document], Document],
+        needed: Callable[[], tuple[bool, Document | None, int | None]],
+    ) -> PublishResult:
+        wanted, doc, mtime_ns = needed()  # again: another writer may have been first
+        if not wanted:
+            return PublishResult(wrote=False)
+        merged = change(doc if doc is not None else {})
+        text = self.render(merged)
+        try:
+            write_atomic(self.path, text, FILE_MODE, previous_mtime_ns=mtime_ns)
+        except OSError as exc:
+            raise PublishError(f"write {self.path}: {exc}") from exc
+        # What we wrote parses back to `merged`, so the next poll need not
+        # parse it again unless someone else changes the file.
+        self._cache_text, self._cache_doc = text, merged
+        return PublishResult(wrote=True)

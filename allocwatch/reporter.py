@@ -1,0 +1,124 @@
+"""What the loop reports: the metrics, and one log line per change."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from allocwatch.metrics import Metrics
+from allocwatch.outcome import PollOutcome
+from allocwatch.profile import Device
+from allocwatch.reconcile import MemoryReading, Reconciliation
+
+# The watch loop's logger, as before the reporter had a module: log queries name it.
+log = logging.getLogger("allocwatch.watch")
+
+
+class Reporter:
+    """Turns each poll into metrics and a change log: quiet polls log nothing."""
+
+    def __init__(self, metrics: Metrics, overrides_path: Path) -> None:
+        self.metrics = metrics
+        self.overrides_path = overrides_path
+        self._readings: dict[int, MemoryReading] = {}
+        self._claims: dict[int, int] = {}
+        # (index, uuid, has_memory) of the devices the gauges show
+        self._series: list[tuple[int, str, bool]] = []
+        self._unknown_ids: list[str] = []
+        self._last_problem: str | None = None
+
+    def poll_took(self, seconds: float) -> None:
+        self.metrics.poll_duration.observe(seconds)
+
+    def polled(self, outcome: PollOutcome) -> None:
+        self.metrics.polls.labels(outcome).inc()
+
+    def profile_loaded(self, loaded: bool) -> None:
+        self.metrics.profile_loaded.set(1 if loaded else 0)
+
+    def no_profile(self, why: str | None) -> None:
+        """ProfileSource has logged why; remembered so the recovery is logged."""
+        self._last_problem = why
+        if self._series:
+            self.metrics.forget_devices()
+        self._series = []
+        self._readings = {}
+        self._claims = {}
+
+    def problem(self, message: str) -> None:
+        # One line per distinct problem, not one per failing poll.
+        if message != self._last_problem:
+            log.error("%s", message)
+            self._last_problem = message
+
+    def published(self, devices: Sequence[Device], rec: Reconciliation, wrote: bool) -> None:
+        if wrote:
+            self.metrics.writes.inc()
+        self._devices(devices, rec.readings, rec.claims_per_device, wrote)
+        self.metrics.unknown_ids.set(len(rec.unknown_ids))
+        unknown = sorted(set(rec.unknown_ids))
+        if unknown != self._unknown_ids:  # once per change, like the readings
+            if unknown:
+                log.info("ids matching no profile device: %s", ", ".join(unknown))
+            else:
+                log.info("every claimed id matches a profile device again")
+            self._unknown_ids = unknown
+        self.metrics.last_success.set(time.time())
+        if self._last_problem is not None:
+            log.info("recovered: publishing again")
+            self._last_problem = None
+
+    def _devices(
+        self,
+        devices: Sequence[Device],
+        readings: dict[int, MemoryReading],
+        claims: dict[int, int],
+        wrote: bool,
+    ) -> None:
+        series = [(device.index, device.uuid, device.has_memory) for device in devices]
+        if readings == self._readings and claims == self._claims and series == self._series:
+            if wrote:
+                log.info("rewrote %s: it was missing or edited on disk", self.overrides_path)
+            return  # a quiet poll: the gauges already hold these values
+        changed = False
+        new_series = series != self._series
+        if new_series:
+            # Drop the series of devices that left the profile, changed uuid
+            # or lost their memory block.
+            self.metrics.forget_devices()
+            self._series = series
+        for device in devices:
+            new = readings.get(device.index)
+            old = self._readings.get(device.index)
+            count = claims[device.index]
+            if not new_series and new == old and count == self._claims.get(device.index):
+                continue  # its gauges already hold these values
+            if new is None:  # no memory in the profile: claims only
+                self.metrics.claims.labels(str(device.index), device.uuid).set(count)
+                continue
+            gauges = self.metrics.device(device.index, device.uuid)
+            gauges.claims.set(count)
+            gauges.used_bytes.set(new.used_bytes)
+            gauges.free_bytes.set(new.free_bytes)
+            if old != new:
+                changed = True
+                before = "none" if old is None else str(old.used_bytes)
+                log.info(
+                    "device %d (%s): used %s -> %d bytes, free %d, claims %d -> %d",
+                    device.index,
+                    device.uuid or "no uuid",
+                    before,
+                    new.used_bytes,
+                    new.free_bytes,
+                    self._claims.get(device.index, 0),
+                    count,
+                )
+        for index in sorted(self._readings.keys() - readings.keys()):
+            changed = True
+            log.info("device %d: reading removed (gone from the profile or its memory)", index)
+        if wrote and not changed:
+            log.info("rewrote %s: it was missing or edited on disk", self.overrides_path)
+        self._readings = dict(readings)
+        self._claims = dict(claims)

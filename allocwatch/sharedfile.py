@@ -1,0 +1,122 @@
+"""The override file's protocol with its other writers: flock, then atomic write.
+
+Writers hold an exclusive flock on the sibling `<file>.lock` across
+load -> merge -> write, and never delete that lock file. Writes go to a temp
+file in the same directory, given the file's mode, then rename, because the engine would
+accept a half-written number. One implementation of each, used by every write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import filelock
+
+from allocwatch.shutdown import Shutdown
+
+# How often a writer retries a lock another writer holds.
+LOCK_RETRY_SECONDS = 0.05
+
+
+class LockError(RuntimeError):
+    """The lock was not taken: held past the timeout, cancelled, or unusable."""
+
+
+def lock_path_for(path: Path) -> Path:
+    return Path(str(path) + ".lock")
+
+
+@contextlib.contextmanager
+def locked(
+    lock_path: Path, mode: int, timeout: float, stop: Shutdown | None = None
+) -> Iterator[None]:
+    """Hold the flock on `lock_path` (made with `mode`), waiting at most `timeout`.
+
+    flock on a descriptor we open, never a marker file: a filesystem without
+    flock fails here rather than excluding only ourselves. Opened per call, so
+    a lock file re-created by an nvml-mock restart is the one locked. Not
+    filelock's lock object: it does the same with more bookkeeping per call.
+    """
+    try:
+        fd = _open_lock_file(lock_path, mode)
+    except OSError as exc:
+        raise LockError(f"lock {lock_path}: {exc.strerror or exc}") from exc
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if filelock.lock_descriptor(fd, blocking=False):
+                    break
+            except OSError as exc:
+                raise LockError(f"lock {lock_path}: {exc.strerror or exc}") from exc
+            if stop is not None and stop.is_set():
+                raise LockError(f"lock {lock_path}: cancelled by shutdown")
+            if time.monotonic() >= deadline:
+                raise LockError(
+                    f"lock {lock_path}: still held by another writer after {timeout:g}s"
+                )
+            if stop is not None:
+                stop.wait(LOCK_RETRY_SECONDS)
+            else:
+                time.sleep(LOCK_RETRY_SECONDS)
+        try:
+            yield
+        finally:
+            filelock.unlock_descriptor(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_lock_file(path: Path, mode: int) -> int:
+    """A descriptor on the lock file, creating it with `mode` (whatever the umask) if absent."""
+    flags = os.O_RDWR | os.O_CLOEXEC
+    try:
+        return os.open(path, flags)
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, mode)
+    except FileExistsError:  # another writer created it first
+        return os.open(path, flags)
+    os.fchmod(fd, mode)
+    return fd
+
+
+def write_atomic(path: Path, text: str, mode: int, previous_mtime_ns: int | None = None) -> None:
+    """Temp file in the same directory, `mode`, rename. The caller holds the lock.
+
+    The temp file's name is fixed, `.<name>.allocwatch.tmp`: only a lock
+    holder writes it, so no two writers share it, and a write cut short by a
+    crash leaves one file that the next write reuses rather than a new
+    random one each time.
+
+    The engine notices a change only by mtime or size. When a same-size write
+    lands within one timestamp tick of the previous one, give it a later mtime
+    so the change cannot be missed.
+    """
+    tmp = path.with_name(f".{path.name}.allocwatch.tmp")
+    # O_NONBLOCK: a FIFO planted at the temp name fails rather than blocks
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, mode)
+        try:
+            data = text.encode("utf-8")
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            st = os.fstat(fd)
+            if st.st_mode & 0o7777 != mode:
+                os.fchmod(fd, mode)  # the umask narrowed it, or a leftover had another
+            if previous_mtime_ns is not None and st.st_mtime_ns <= previous_mtime_ns:
+                os.utime(fd, ns=(st.st_atime_ns, previous_mtime_ns + 1_000_000))
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,3 @@
+from fakekubelet import main
+
+main()
