@@ -19,6 +19,7 @@ UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
 .PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
+.PHONY: helm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -27,9 +28,22 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,e2e]'
 	touch $@
 
-## test: lint, then every unit, integration and chart test
-test: lint
-	$(PY) -m pytest tests --ignore=tests/interop
+# The helm the chart tests and e2e run, linked as $(VENV)/bin/helm and passed
+# on as HELM: the one HELM names (given to make or in the environment), else
+# the pinned one, which hack/install-helm.sh installs into the cache on first
+# use as `venv` installs the Python side. A PATH helm is not used: the tests
+# are pinned to one helm. An install that cannot work fails here, in one line.
+HELM_BIN := $(abspath $(VENV))/bin/helm
+
+## helm: link the pinned helm (or HELM) as .venv/bin/helm, installing it if need be
+helm: venv
+	@h=$${HELM:-$$(PYTHON=$(PY) HELM_LINK= hack/install-helm.sh)} || exit 1; \
+	p=$$(command -v "$$h") && [ -f "$$p" ] || { echo "make helm: HELM=$$h is not an executable file" >&2; exit 1; }; \
+	ln -sfn "$$(realpath "$$p")" $(HELM_BIN)
+
+## test: helm, lint, then every unit, integration and chart test
+test: helm lint
+	HELM=$(HELM_BIN) $(PY) -m pytest tests --ignore=tests/interop
 
 ## interop: against upstream nvml-mock-ctl and its mock libnvidia-ml.so (needs `make upstream`)
 # (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
@@ -90,9 +104,9 @@ cluster-smoke: venv
 	PYTHON=$(PY) hack/cluster/smoke.sh
 
 ## e2e: end-to-end on kind (the newcomer's main job)
-e2e: venv
-	$(PY) -m pytest e2e --provider=kind
+e2e: helm
+	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind
 
 ## e2e-local: end-to-end on the offline single-node cluster (root)
-e2e-local: venv cluster-up cluster-images
-	$(PY) -m pytest e2e --provider=local
+e2e-local: helm cluster-up cluster-images
+	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local
