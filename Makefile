@@ -20,7 +20,7 @@ UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 .PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
-.PHONY: help helm
+.PHONY: help helm e2e-preflight
 
 ## help: list the targets and what each does
 help:
@@ -115,8 +115,13 @@ cluster-images: cluster-up
 cluster-smoke: venv
 	PYTHON=$(PY) hack/cluster/smoke.sh
 
-## e2e: end-to-end on kind (the newcomer's main job)
-e2e: helm
+# Before anything is installed: every tool kind's e2e needs, checked in one
+# pass, and e2e-local named as the way without them.
+e2e-preflight:
+	@DOCKER=$(DOCKER) hack/e2e-preflight.sh
+
+## e2e: end-to-end on kind (needs kind, docker and kubectl; e2e-local needs none)
+e2e: e2e-preflight helm
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind
 
 ## e2e-local: end-to-end on the offline single-node cluster (root, Debian 12; no kind)
