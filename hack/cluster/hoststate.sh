@@ -9,7 +9,8 @@
 # machine's state before it starts anything; cluster-down removes what is new
 # since and ours by name, then fails if anything at all is new. Removing
 # everything new was rejected: a Docker of the machine's own that started in
-# between would lose its rules.
+# between would lose its rules. ALLOCWATCH_CGROUP_ROOT puts the cgroup tree
+# elsewhere (tests/test_teardown.py uses a directory).
 
 HOST_BEFORE=$STATE/host-before        # iptables.save, ip6tables.save, cgroups
 OUR_CHAINS='^(KUBE|CNI)-'
