@@ -3,8 +3,9 @@
 Each test runs in a network namespace of its own (`unshare -n`), so the rules
 the kubelet and the CNI plugins make are made for real, by iptables and
 ip6tables, without touching the machine's. The cgroup tree is a directory
-tree given as ALLOCWATCH_CGROUP_ROOT. Root is needed: without it these tests
-skip, except under CI (env CI set), where they must run and so fail instead.
+tree given as ALLOCWATCH_CGROUP_ROOT. Root, iptables and nft are needed:
+without them these tests skip, except under CI (env CI set), where they must
+run and so fail instead (.ci/run installs them).
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ SAVE = "{ iptables-save; ip6tables-save; } | grep -v '^#'"
 
 
 def run_in_netns(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("iptables") is None:
-        reason = "needs root, unshare and iptables"
+    tools = ("unshare", "iptables", "ip6tables", "nft")
+    if os.geteuid() != 0 or any(shutil.which(t) is None for t in tools):
+        reason = "needs root, unshare, iptables, ip6tables and nft"
         if os.environ.get("CI"):
             pytest.fail(f"teardown tests under CI: {reason}", pytrace=False)
         pytest.skip(reason)
