@@ -71,6 +71,8 @@ def test_container_runs_the_watcher_from_the_image(helm: Helm) -> None:
     assert c["image"] == "localhost/allocwatch:0.1.0"
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert "command" not in c, "the image's ENTRYPOINT is allocwatch"
+    # a refused flag (exit 2) is read in `kubectl describe`, not only in the logs
+    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"} in c["env"]
 
 
