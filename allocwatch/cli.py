@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,11 +55,15 @@ def _interval(text: str) -> float:
     return seconds
 
 
+# ASCII decimal only: float() also takes `1_0` (as 10), spaces, and other
+# scripts' digits, none of which a Go flag parser or a chart value means.
+_DECIMAL = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a decimal number")
+    value = float(text)
     if math.isnan(value) or not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
     return value
@@ -86,10 +91,54 @@ def _path(text: str) -> str:
     return text
 
 
+class _GivenAction(argparse.Action):
+    """Stores the value and notes that the flag was given, not defaulted."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
+def file_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The profile and override paths: a flag, else its env var, else under the driver root.
+
+    Flags typed for this run beat the environment, which may be set for the
+    whole container or shell: an explicit --driver-root beats both env vars,
+    and saying so once is better than quietly using another file.
+    """
+    root = Path(args.driver_root)
+    paths = []
+    for given, env_name, leaf in (
+        (args.config, "MOCK_NVML_CONFIG", "config.yaml"),
+        (args.overrides, "MOCK_NVML_OVERRIDES", "overrides.yaml"),
+    ):
+        from_env = os.environ.get(env_name)
+        if given:
+            paths.append(Path(given))
+        elif from_env and not args.driver_root_given:
+            paths.append(Path(from_env))
+        else:
+            if from_env:
+                log.warning(
+                    "%s=%s ignored: --driver-root %s was given", env_name, from_env, root
+                )
+            paths.append(root / "config" / leaf)
+    return paths[0], paths[1]
+
+
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(
         prog="allocwatch",
+        # `--interv` must not quietly mean --interval: a typo, or a flag
+        # added later that shares the prefix, would change what runs.
+        allow_abbrev=False,
         description="Publish nvml-mock memory readings that follow kubelet GPU allocation.",
     )
     p.add_argument(
@@ -102,19 +151,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--driver-root",
         type=_path,
+        action=_GivenAction,
         default=DEFAULT_DRIVER_ROOT,
-        help="nvml-mock driver root (default %(default)s)",
+        help="nvml-mock driver root (default %(default)s); given, it beats "
+        "MOCK_NVML_CONFIG and MOCK_NVML_OVERRIDES",
     )
+    p.set_defaults(driver_root_given=False)
     p.add_argument(
         "--config",
         type=_path,
-        default=env("MOCK_NVML_CONFIG") or None,
         help="nvml-mock profile (env MOCK_NVML_CONFIG; default <driver-root>/config/config.yaml)",
     )
     p.add_argument(
         "--overrides",
         type=_path,
-        default=env("MOCK_NVML_OVERRIDES") or None,
         help="override file to publish into "
         "(env MOCK_NVML_OVERRIDES; default <driver-root>/config/overrides.yaml)",
     )
@@ -166,9 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure(args.log_format, args.log_level)
-    driver_root = Path(args.driver_root)
-    profile = Path(args.config or driver_root / "config" / "config.yaml")
-    overrides = Path(args.overrides or driver_root / "config" / "overrides.yaml")
+    profile, overrides = file_paths(args)
     resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
 
     shutdown = Shutdown()

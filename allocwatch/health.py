@@ -125,10 +125,10 @@ def parse_address(address: str) -> tuple[str, int]:
     if not sep:
         raise ValueError(f"{address!r} is not HOST:PORT (example :9477)")
     host = host.strip("[]")
-    try:
-        number = int(port)
-    except ValueError:
-        raise ValueError(f"{address!r}: port {port!r} is not a number") from None
+    # int() would also take `9_477`, spaces and other scripts' digits
+    if not (port.isascii() and port.isdigit()):
+        raise ValueError(f"{address!r}: port {port!r} is not a number")
+    number = int(port)
     if not 0 <= number <= 65535:
         raise ValueError(f"{address!r}: port {number} is out of range")
     return host, number
