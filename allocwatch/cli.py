@@ -125,9 +125,7 @@ def file_paths(args: argparse.Namespace) -> tuple[Path, Path]:
             paths.append(Path(from_env))
         else:
             if from_env:
-                log.warning(
-                    "%s=%s ignored: --driver-root %s was given", env_name, from_env, root
-                )
+                log.warning("%s=%s ignored: --driver-root %s was given", env_name, from_env, root)
             paths.append(root / "config" / leaf)
     return paths[0], paths[1]
 

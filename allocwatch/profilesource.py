@@ -6,6 +6,7 @@ import logging
 import os
 from pathlib import Path
 
+from allocwatch.logs import shorten
 from allocwatch.profile import Device, ProfileError, load_devices
 
 # The profile module's logger, as before this class had a module: log queries name it.
@@ -58,7 +59,8 @@ class ProfileSource:
                 self.path,
                 len(devices),
                 ", ".join(
-                    f"{d.index}={d.uuid or '<no uuid>'}{'' if d.has_memory else ' (no memory)'}"
+                    f"{d.index}={shorten(d.uuid) or '<no uuid>'}"
+                    f"{'' if d.has_memory else ' (no memory)'}"
                     for d in devices
                 ),
             )
