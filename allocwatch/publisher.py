@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocwatch.files import read_regular_file
+from allocwatch.files import FileTooLarge, read_regular_file
 from allocwatch.overrides import (
     FILE_MODE,
     Document,
@@ -20,6 +21,10 @@ from allocwatch.reconcile import MemoryReading
 from allocwatch.render import DocumentRenderer
 from allocwatch.sharedfile import LockError, lock_path_for, locked, write_atomic
 from allocwatch.shutdown import Shutdown
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 class PublishError(RuntimeError):
@@ -41,6 +46,12 @@ class OverridesPublisher:
     file only under the lock. Comparing content, not stat identity,
     matters because two same-size rewrites within one timestamp tick can reuse
     an inode number and look unchanged.
+
+    A refused document is the exception: it is remembered by its stat
+    identity and not read or parsed again until that changes, since a file
+    near the size bound costs far more to parse than to stat. A refused file
+    is never written, so only another writer changes it, and a rename by
+    that writer changes the identity.
     """
 
     def __init__(self, path: Path, lock_timeout: float = 5.0) -> None:
@@ -49,24 +60,43 @@ class OverridesPublisher:
         self.lock_timeout = lock_timeout
         self._cache_text: str | None = None
         self._cache_doc: Document | None = None
+        # (stat identity, reason) of the last document refused
+        self._refused: tuple[tuple[int, ...], str] | None = None
         self.render = DocumentRenderer()
 
     def _current(self) -> tuple[Document | None, int | None]:
         """The document on disk (None when absent) and its mtime in ns."""
+        if self._refused is not None:
+            identity, reason = self._refused
+            try:
+                if _identity(os.stat(self.path)) == identity:
+                    raise DocumentError(reason)
+            except OSError:
+                pass  # gone or unreadable: the read below says which
         try:
-            raw, mtime_ns = read_regular_file(self.path)
+            raw, st = read_regular_file(self.path)
         except FileNotFoundError:
             return None, None
+        except FileTooLarge as exc:
+            raise self._refuse(exc.stat, str(exc)) from None
         except OSError as exc:  # a directory, a FIFO, no permission, an I/O error
             raise PublishError(f"load {self.path}: {exc.strerror or exc}") from exc
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DocumentError(f"not UTF-8 text: {exc}") from exc
+            raise self._refuse(st, f"not UTF-8 text: {exc}") from exc
         if text != self._cache_text:
-            self._cache_doc = parse_document(text)
-            self._cache_text = text
-        return self._cache_doc, mtime_ns
+            try:
+                doc = parse_document(text)
+            except DocumentError as exc:
+                raise self._refuse(st, str(exc)) from exc
+            self._cache_doc, self._cache_text = doc, text
+        self._refused = None
+        return self._cache_doc, st.st_mtime_ns
+
+    def _refuse(self, st: os.stat_result, reason: str) -> DocumentError:
+        self._refused = (_identity(st), reason)
+        return DocumentError(reason)
 
     def publish(
         self,
