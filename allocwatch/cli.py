@@ -35,6 +35,9 @@ DEFAULT_INTERVAL = "500ms"
 DEFAULT_METRICS_ADDRESS = ":9477"
 LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# After a stop signal: the readings could not be removed in time and stay in
+# the file (a held lock, or a file changed and too slow to read again).
+EXIT_READINGS_LEFT = 3
 
 
 # An interval shorter than a poll only spins a core and can never be ready
@@ -278,14 +281,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if shutdown.is_set():  # a signal: not a failure, even if it cut the poll short
                 return EXIT_OK
             return EXIT_OK if outcome.result == PollOutcome.OK else EXIT_FAILURE
+        removed = True
         try:
-            # Interrupted can escape only from just around a List; stop is set then.
+            # Interrupted escapes only from a List or a parse; stop is set then.
             with contextlib.suppress(Interrupted):
                 watcher.run(shutdown)
         finally:  # after a crash too: never leave a reading nobody updates
             if not args.keep_readings_on_exit:
-                watcher.remove_readings(timeout=shutdown.time_to_remove_readings())
-        return EXIT_OK
+                removed = watcher.remove_readings(timeout=shutdown.time_to_remove_readings())
+        return EXIT_OK if removed else EXIT_READINGS_LEFT
     finally:
         client.close()
         if server is not None:

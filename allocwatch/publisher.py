@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,11 +21,15 @@ from allocwatch.overrides import (
 from allocwatch.reconcile import MemoryReading
 from allocwatch.render import DocumentRenderer
 from allocwatch.sharedfile import LockError, lock_path_for, locked, write_atomic
-from allocwatch.shutdown import Shutdown
+from allocwatch.shutdown import Stop
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _interruptible(stop: Stop | None) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if stop is None else stop.interruptible()
 
 
 class PublishError(RuntimeError):
@@ -64,8 +69,11 @@ class OverridesPublisher:
         self._refused: tuple[tuple[int, ...], str] | None = None
         self.render = DocumentRenderer()
 
-    def _current(self) -> tuple[Document | None, int | None]:
-        """The document on disk (None when absent) and its mtime in ns."""
+    def _current(self, stop: Stop | None) -> tuple[Document | None, int | None]:
+        """The document on disk (None when absent) and its mtime in ns.
+
+        The parse is the one long step of a poll: `stop` may cut it short.
+        """
         if self._refused is not None:
             identity, reason = self._refused
             try:
@@ -87,7 +95,8 @@ class OverridesPublisher:
             raise self._refuse(st, f"not UTF-8 text: {exc}") from exc
         if text != self._cache_text:
             try:
-                doc = parse_document(text)
+                with _interruptible(stop):
+                    doc = parse_document(text)
             except DocumentError as exc:
                 raise self._refuse(st, str(exc)) from exc
             self._cache_doc, self._cache_text = doc, text
@@ -101,7 +110,7 @@ class OverridesPublisher:
     def publish(
         self,
         readings: Mapping[int, MemoryReading],
-        stop: Shutdown | None = None,
+        stop: Stop | None = None,
         remove: Iterable[int] = (),
     ) -> PublishResult:
         """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
@@ -120,9 +129,7 @@ class OverridesPublisher:
             create=bool(readings),
         )
 
-    def remove_readings(
-        self, indices: Iterable[int], stop: Shutdown | None = None
-    ) -> PublishResult:
+    def remove_readings(self, indices: Iterable[int], stop: Stop | None = None) -> PublishResult:
         """Drop our keys for `indices`; an absent file stays absent."""
         wanted = list(indices)
         return self._update(
@@ -136,12 +143,12 @@ class OverridesPublisher:
         self,
         change: Callable[[Document], Document],
         satisfied: Callable[[Document], bool],
-        stop: Shutdown | None,
+        stop: Stop | None,
         create: bool = True,
     ) -> PublishResult:
         def needed() -> tuple[bool, Document | None, int | None]:
             try:
-                doc, mtime_ns = self._current()
+                doc, mtime_ns = self._current(stop)
             except DocumentError as exc:
                 raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
             if doc is None:
@@ -160,9 +167,10 @@ class OverridesPublisher:
         if not self.path.parent.is_dir():
             # Never create nvml-mock's directories (it may be uninstalled).
             raise PublishError(f"write {self.path}: directory {self.path.parent} does not exist")
+        timeout = self.lock_timeout if stop is None else min(self.lock_timeout, stop.time_left())
         try:
-            with locked(self.lock_path, FILE_MODE, self.lock_timeout, stop):
-                return self._write(change, needed)
+            with locked(self.lock_path, FILE_MODE, timeout, stop):
+                return self._write(change, needed, stop)
         except LockError as exc:
             raise PublishError(str(exc)) from exc
 
@@ -170,12 +178,14 @@ class OverridesPublisher:
         self,
         change: Callable[[Document], Document],
         needed: Callable[[], tuple[bool, Document | None, int | None]],
+        stop: Stop | None,
     ) -> PublishResult:
         wanted, doc, mtime_ns = needed()  # again: another writer may have been first
         if not wanted:
             return PublishResult(wrote=False)
-        merged = change(doc if doc is not None else {})
-        text = self.render(merged)
+        with _interruptible(stop):
+            merged = change(doc if doc is not None else {})
+            text = self.render(merged)
         try:
             write_atomic(self.path, text, FILE_MODE, previous_mtime_ns=mtime_ns)
         except OSError as exc:
