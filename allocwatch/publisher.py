@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocwatch.files import FileTooLarge, read_regular_file
+from allocwatch.files import MAX_DOCUMENT_BYTES, FileTooLarge, read_regular_file
 from allocwatch.overrides import (
     FILE_MODE,
     Document,
@@ -186,6 +186,18 @@ class OverridesPublisher:
         with _interruptible(stop):
             merged = change(doc if doc is not None else {})
             text = self.render(merged)
+        size = len(text.encode("utf-8"))
+        if size > MAX_DOCUMENT_BYTES:
+            # Our block style can outgrow a compact flow-style original: a
+            # file we wrote over the bound we would then refuse to read.
+            # Refused like a document too large to read, until it changes.
+            reason = (
+                f"written out it would be {size} bytes, over allocwatch's "
+                f"bound of {MAX_DOCUMENT_BYTES}"
+            )
+            with contextlib.suppress(OSError):
+                self._refuse(os.stat(self.path), reason)
+            raise PublishError(f"write {self.path}: {reason}; leaving it untouched")
         try:
             write_atomic(self.path, text, FILE_MODE, previous_mtime_ns=mtime_ns)
         except OSError as exc:

@@ -41,10 +41,10 @@ def big_string(size: int) -> str:
 
 
 def at_the_bounds() -> str:
-    """Just under both bounds: 19,990 nodes and a string filling the rest of 1 MiB."""
-    items = ",".join(["1"] * 19_990)
-    head = "all:\n  k: [" + items + "]\n  blob: '"
-    return head + "x" * ((1 << 20) - len(head) - 3) + "'\n"
+    """Near both bounds and written back within them: 19,990 nodes, a string to ~1 MiB."""
+    items = "".join("  - 1\n" for _ in range(19_990))
+    head = "all:\n k:\n" + items + " blob: '"
+    return head + "x" * (1_000_000 - len(head)) + "'\n"
 
 
 # name -> (which file, its text)

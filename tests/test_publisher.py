@@ -349,3 +349,20 @@ def test_a_refused_document_is_not_parsed_again_until_it_changes(
     target.write_text("all: {k: 1}\n")  # fixed
     assert pub.publish({0: R(1, 2)}).wrote
     assert parse_document(target.read_text())["all"] == {"k": 1}
+
+
+def test_a_document_that_would_be_written_over_the_size_bound_is_left_alone(
+    target: Path,
+) -> None:
+    """Flow style is compact; rendered in block style the same list outgrows the bound."""
+    original = "all: {k: [" + ",".join(["1"] * 19_000) + "], blob: '" + "x" * 1_000_000 + "'}\n"
+    target.write_text(original)
+    pub = OverridesPublisher(target)
+    renders = []
+    real_render = pub.render
+    pub.render = lambda doc: renders.append(1) or real_render(doc)  # type: ignore[method-assign]
+    for _ in range(3):  # and not rendered again, every poll, until the file changes
+        with pytest.raises(PublishError, match=r"would be .* bytes, over allocwatch's bound"):
+            pub.publish({0: R(1, 2)})
+    assert len(renders) == 1
+    assert target.read_text() == original
