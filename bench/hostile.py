@@ -5,8 +5,10 @@ fake kubelet with one claim, the file in place of the override file (or of
 the profile), for a few seconds; then sends SIGTERM. Prints, per file: the
 mean and longest poll (from the watcher's own poll histogram), the polls
 made, the share of a core used, the peak RSS, and how long the exit took
-and its code. `--repo` runs another checkout's watcher (to compare before
-and after a change) with this script's files and kubelet.
+and its code; then, in a second run, how long the exit takes when SIGTERM
+comes just as the first poll starts, in the middle of reading the file.
+`--repo` runs another checkout's watcher (to compare before and after a
+change) with this script's files and kubelet.
 """
 
 from __future__ import annotations
@@ -113,9 +115,20 @@ def measure(repo: Path, kubelet: FakeKubelet, which: str, text: str, seconds: fl
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        proc, _ = start(repo, kubelet, root)
+        try:
+            time.sleep(0.05)  # the first poll has begun: the port is logged just before it
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            early_code = proc.wait(timeout=120)
+            early = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return (
         f"| {int(polls)} | {mean * 1000:.0f} ms | <= {slowest:g} s | {core * 100:.0f} % "
-        f"| {rss:.1f} MiB | {took:.2f} s | {code} |"
+        f"| {rss:.1f} MiB | {took:.2f} s | {code} | {early:.2f} s | {early_code} |"
     )
 
 
@@ -125,8 +138,11 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose watcher runs")
     args = parser.parse_args()
     print(f"watcher from {args.repo.name}, {args.seconds:g} s per file, 500 ms interval\n")
-    print("| file | polls | mean poll | slowest poll | core | peak RSS | exit took | exit code |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| file | polls | mean poll | slowest poll | core | peak RSS | exit took | exit code "
+        "| exit in 1st poll | its code |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with (
         tempfile.TemporaryDirectory(prefix="aw-hostile-k-") as ktmp,
         FakeKubelet(Path(ktmp) / "k.sock") as kubelet,

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from allocwatch import publisher
+from allocwatch import profile, publisher
 from allocwatch.overrides import Document, parse_document
+from allocwatch.profile import Device
+from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
 from allocwatch.shutdown import Deadline, Interrupted, Shutdown
@@ -112,3 +114,26 @@ def test_a_deadline_cuts_pure_work_but_never_outside_it() -> None:
     with spare.interruptible():
         pass
     time.sleep(0.2)  # the alarm was disarmed: nothing fires out here
+
+
+def test_a_stop_signal_cuts_a_profile_parse_short_and_the_profile_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shutdown: Shutdown
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text('version: "1"\nsystem: {driver_version: "550"}\n')
+    real_parse = profile.parse_profile
+
+    def slow(text: str) -> list[Device]:
+        slow_parse(5)("")
+        return real_parse(text)
+
+    monkeypatch.setattr(profile, "parse_profile", slow)
+    source = ProfileSource(path)
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    started = time.monotonic()
+    with pytest.raises(Interrupted):
+        source.refresh(shutdown)
+    assert time.monotonic() - started < 1.0
+    monkeypatch.setattr(profile, "parse_profile", real_parse)
+    devices = source.refresh()  # not taken for read: the cut parse left nothing behind
+    assert devices is not None and len(devices) == 8
