@@ -9,10 +9,10 @@ import math
 import os
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from allocwatch import __version__
 from allocwatch.durations import format_duration, parse_duration
+from allocwatch.filepaths import GivenAction, file_paths
 from allocwatch.health import HealthServer, parse_address
 from allocwatch.logs import LEVELS, configure
 from allocwatch.metrics import Metrics
@@ -94,45 +94,6 @@ def _path(text: str) -> str:
     return text
 
 
-class _GivenAction(argparse.Action):
-    """Stores the value and notes that the flag was given, not defaulted."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, values)
-        setattr(namespace, f"{self.dest}_given", True)
-
-
-def file_paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The profile and override paths: a flag, else its env var, else under the driver root.
-
-    Flags typed for this run beat the environment, which may be set for the
-    whole container or shell: an explicit --driver-root beats both env vars,
-    and saying so once is better than quietly using another file.
-    """
-    root = Path(args.driver_root)
-    paths = []
-    for given, env_name, leaf in (
-        (args.config, "MOCK_NVML_CONFIG", "config.yaml"),
-        (args.overrides, "MOCK_NVML_OVERRIDES", "overrides.yaml"),
-    ):
-        from_env = os.environ.get(env_name)
-        if given:
-            paths.append(Path(given))
-        elif from_env and not args.driver_root_given:
-            paths.append(Path(from_env))
-        else:
-            if from_env:
-                log.warning("%s=%s ignored: --driver-root %s was given", env_name, from_env, root)
-            paths.append(root / "config" / leaf)
-    return paths[0], paths[1]
-
-
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(
@@ -152,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--driver-root",
         type=_path,
-        action=_GivenAction,
+        action=GivenAction,
         default=DEFAULT_DRIVER_ROOT,
         help="nvml-mock driver root (default %(default)s); given, it beats "
         "MOCK_NVML_CONFIG and MOCK_NVML_OVERRIDES",
