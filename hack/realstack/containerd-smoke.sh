@@ -15,9 +15,12 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" = 0 ] || die "run as root"
-bin=$("$REALSTACK_DIR/containerd.sh")
-eval "$("$REALSTACK_DIR/nvml-mock-image.sh")"
-eval "$("$REALSTACK_DIR/device-plugin.sh")"
+bin=$("$REALSTACK_DIR/containerd.sh") || die "containerd.sh failed"
+# eval "$(...)" would hide a failed build: check each before using it.
+built=$("$REALSTACK_DIR/nvml-mock-image.sh") || die "nvml-mock-image.sh failed"
+eval "$built"
+built=$("$REALSTACK_DIR/device-plugin.sh") || die "device-plugin.sh failed"
+eval "$built"
 work=$(mktemp -d)
 ctd_pid=
 cleanup() {

@@ -28,6 +28,7 @@ key=$(printf '%s\n' "$CONTAINERD_TAGS/$RUNC_TAGS" "$(recipe_key "$MODDIR/go.mod"
 out=$CACHE/bin/containerd-$CONTAINERD_VERSION-runc-$RUNC_VERSION-$GO_VERSION-$key
 if [ -x "$out/runc" ]; then echo "$out"; exit 0; fi
 
+mkdir -p "$CACHE/bin"
 tmp=$(mktemp -d "$CACHE/bin/.containerd.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cd "$MODDIR"

@@ -36,6 +36,7 @@ bindir=$CACHE/bin/nvidia-device-plugin-$VERSION-$GO_VERSION-$key
 bin=$bindir/nvidia-device-plugin
 if [ ! -x "$bin" ] || [ ! -x "$bindir/nvidia-cdi-hook" ]; then
   log "go build $PKG@$VERSION"
+  mkdir -p "$CACHE/bin"
   tmp=$(mktemp -d "$CACHE/bin/.nvidia-device-plugin.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   # The link flags of upstream's Makefile: go-nvml resolves NVML's symbols
@@ -53,7 +54,7 @@ if [ ! -x "$bin" ] || [ ! -x "$bindir/nvidia-cdi-hook" ]; then
 fi
 
 # The closure of the binary and of the mock library (built by upstream.sh).
-upstream=$("$REALSTACK_DIR/upstream.sh")
+upstream=$("$REALSTACK_DIR/upstream.sh") || die "upstream.sh failed"
 mapfile -t libs < <(ldd "$bin" "$upstream"/lib/libnvidia-ml.so.1 |
   awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $2 ~ /^\(0x/ {print $1}' | sort -u)
 key=$( { sha256sum <"$bin"; for l in "${libs[@]}"; do echo "$l"; sha256sum <"$l"; done

@@ -22,8 +22,8 @@ import=false
 [ "${1:-}" = --import ] && import=true
 [ "$(id -u)" = 0 ] || die "run as root"
 
-base_tar=$("$REALSTACK_DIR/base-rootfs.sh")
-upstream=$("$REALSTACK_DIR/upstream.sh")
+base_tar=$("$REALSTACK_DIR/base-rootfs.sh") || die "base-rootfs.sh failed"
+upstream=$("$REALSTACK_DIR/upstream.sh") || die "upstream.sh failed"
 if [ -z "${KUBECTL:-}" ]; then
   bin_dirs
   [ -n "${K8S_BIN:-}" ] && [ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl

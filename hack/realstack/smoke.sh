@@ -26,9 +26,12 @@ PYTHON=${PYTHON:-python3}
 VALUES=$REPO_ROOT/e2e/realstack/nvml-mock-values.yaml
 QUERY=--query-gpu=index,uuid,memory.used,memory.free,memory.total
 MIB=1048576
-eval "$("$REALSTACK_DIR/nvml-mock-image.sh")"
-eval "$("$REALSTACK_DIR/device-plugin.sh")"
-HELM=$("$REPO_ROOT/hack/install-helm.sh")
+# eval "$(...)" would hide a failed build: check each before using it.
+built=$("$REALSTACK_DIR/nvml-mock-image.sh") || die "nvml-mock-image.sh failed"
+eval "$built"
+built=$("$REALSTACK_DIR/device-plugin.sh") || die "device-plugin.sh failed"
+eval "$built"
+HELM=$("$REPO_ROOT/hack/install-helm.sh") || die "install-helm.sh failed"
 
 work=$(mktemp -d)
 dp_pid=
