@@ -40,6 +40,7 @@ CGO_ENABLED=0 "$GO" build -trimpath -tags "$CONTAINERD_TAGS" -o "$tmp/" \
 log "go build runc $RUNC_VERSION"
 CGO_ENABLED=1 "$GO" build -trimpath -tags "$RUNC_TAGS" -o "$tmp/runc" \
   -ldflags "-s -w -X main.version=${RUNC_VERSION#v}" github.com/opencontainers/runc
+chmod 0755 "$tmp"
 rm -rf "$out"
 mv "$tmp" "$out"
 trap - EXIT

@@ -48,6 +48,7 @@ if [ ! -x "$bin" ] || [ ! -x "$bindir/nvidia-cdi-hook" ]; then
   HOOK_VERSION=$(awk '$1 == "github.com/NVIDIA/nvidia-container-toolkit" {print $2}' "$HOOK_MODDIR/go.mod")
   (cd "$HOOK_MODDIR" && "$GO" build -trimpath -o "$tmp/nvidia-cdi-hook" -ldflags "-s -w \
     -X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=$HOOK_VERSION" "$HOOK_PKG")
+  chmod 0755 "$tmp"
   rm -rf "$bindir"
   mv "$tmp" "$bindir"
   trap - EXIT
