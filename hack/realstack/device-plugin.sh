@@ -86,10 +86,7 @@ if [ ! -f "$tarball" ]; then
   python3 "$MKIMAGE" "$rootfs" "$ref" "$tarball" --entrypoint '["/usr/bin/nvidia-device-plugin"]'
   rm -rf "$rootfs"; trap - EXIT
 fi
-if $import; then
-  ctr -n k8s.io images import "$tarball" >/dev/null
-  log "imported $ref"
-fi
+if $import; then import_image "$tarball" "$ref"; fi
 echo "DEVICE_PLUGIN_BIN=$bin"
 echo "NVIDIA_CDI_HOOK_BIN=$bindir/nvidia-cdi-hook"
 echo "DEVICE_PLUGIN_IMAGE=$ref"

@@ -28,6 +28,13 @@ apt_mirror() {
   echo "${DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
 }
 
+# import_image TARBALL REF: load an image tarball into the node's containerd
+# (k8s.io namespace), where pods use it with imagePullPolicy Never.
+import_image() {
+  ctr -n k8s.io images import "$1" >/dev/null
+  log "imported $2"
+}
+
 # realstack_go_env: Go builds share the cluster's module and build caches;
 # cgo stays on, since the device plugin and the mock libraries use it.
 realstack_go_env() {

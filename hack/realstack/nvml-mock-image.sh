@@ -56,10 +56,7 @@ if [ ! -f "$tarball" ]; then
   python3 "$MKIMAGE" "$rootfs" "$ref" "$tarball" --cmd '["/scripts/entrypoint.sh"]'
   rm -rf "$rootfs"; trap - EXIT
 fi
-if $import; then
-  ctr -n k8s.io images import "$tarball" >/dev/null
-  log "imported $ref"
-fi
+if $import; then import_image "$tarball" "$ref"; fi
 echo "NVML_MOCK_IMAGE=$ref"
 echo "NVML_MOCK_IMAGE_TAR=$tarball"
 echo "NVML_MOCK_CHART=$upstream/chart"
