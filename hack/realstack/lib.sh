@@ -1,0 +1,45 @@
+# Shared settings for the hack/realstack scripts. Sourced, not run.
+# shellcheck shell=bash disable=SC2034
+#
+# The real stack's pieces (NVIDIA's nvml-mock image, built from the pinned
+# upstream tarball, and NVIDIA's k8s-device-plugin, built from the Go module
+# proxy) are built offline into the same cache as the cluster's binaries and
+# node images, each under a key over its sources and its recipe.
+
+REALSTACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The cluster's CACHE, log/die, find_go and the image packer are reused.
+# shellcheck source=hack/cluster/lib.sh
+. "$REALSTACK_DIR/../cluster/lib.sh"
+MKIMAGE=$CLUSTER_DIR/mkimage.py
+
+UPSTREAM_TARBALL=${UPSTREAM_TARBALL:-$REPO_ROOT/../shared/upstream/k8s-test-infra-3b2b865d.tar.gz}
+UPSTREAM_SHA256=8b1a66b9c3703efd28e30ad0ccd97455caac40e8073066414a666a0f246f75f6
+SUITE=bookworm
+
+# recipe_key FILE...: a short hash of the files that make up a recipe.
+recipe_key() { cat "$@" | sha256sum | cut -c1-12; }
+
+# The Debian mirror the host's apt uses (the only archive reachable).
+apt_mirror() {
+  local m
+  m=$({ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
+    sed -nE 's#^URIs:[[:space:]]*(http[^ ]*/debian)/?$#\1#p; s#^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?(http[^ ]*/debian)/?[[:space:]]+'"$SUITE"'[[:space:]].*#\2#p' |
+    head -1)
+  echo "${DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
+}
+
+# import_image TARBALL REF: load an image tarball into the node's containerd
+# (k8s.io namespace), where pods use it with imagePullPolicy Never.
+import_image() {
+  ctr -n k8s.io images import "$1" >/dev/null
+  log "imported $2"
+}
+
+# realstack_go_env: Go builds share the cluster's module and build caches;
+# cgo stays on, since the device plugin and the mock libraries use it.
+realstack_go_env() {
+  GO=$(find_go) || die "no Go toolchain found (need go >= 1.26 on PATH or in /usr/local/go)"
+  export GOTOOLCHAIN=local CGO_ENABLED=1
+  export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOPATH=$CACHE/gopath
+  GO_VERSION=$("$GO" env GOVERSION)
+}
