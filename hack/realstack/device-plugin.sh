@@ -54,8 +54,9 @@ if [ ! -x "$bin" ] || [ ! -x "$bindir/nvidia-cdi-hook" ]; then
   trap - EXIT
 fi
 
-# The closure of the binary and of the mock library (built by upstream.sh).
-upstream=$("$REALSTACK_DIR/upstream.sh") || die "upstream.sh failed"
+# The closure of the binary and of the mock library (hack/upstream/build.sh
+# --image builds it).
+upstream=$("$REPO_ROOT/hack/upstream/build.sh" --image) || die "hack/upstream/build.sh --image failed"
 mapfile -t libs < <(ldd "$bin" "$upstream"/lib/libnvidia-ml.so.1 |
   awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $2 ~ /^\(0x/ {print $1}' | sort -u)
 key=$( { sha256sum <"$bin"; for l in "${libs[@]}"; do echo "$l"; sha256sum <"$l"; done

@@ -12,8 +12,9 @@ REALSTACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$REALSTACK_DIR/../cluster/lib.sh"
 MKIMAGE=$CLUSTER_DIR/mkimage.py
 
-UPSTREAM_TARBALL=${UPSTREAM_TARBALL:-$REPO_ROOT/../shared/upstream/k8s-test-infra-3b2b865d.tar.gz}
-UPSTREAM_SHA256=8b1a66b9c3703efd28e30ad0ccd97455caac40e8073066414a666a0f246f75f6
+# The pinned upstream commit, abbreviated, as image tags name it (the pin
+# itself, its tarball and their checks live in hack/upstream/).
+UPSTREAM_COMMIT=$(sed -n 's/^commit=//p' "$REPO_ROOT/hack/upstream/VERSION" | cut -c1-8)
 SUITE=bookworm
 
 # recipe_key FILE...: a short hash of the files that make up a recipe.

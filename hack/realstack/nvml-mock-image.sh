@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The nvml-mock image, made as deployments/nvml-mock/Dockerfile makes it but
 # offline and without Docker: the Debian base (base-rootfs.sh), the upstream
-# build (upstream.sh) at the Dockerfile's paths, stage-ib-tools.sh run in the
-# rootfs, patchelf removed again, packed by the cluster's mkimage.py.
+# build (hack/upstream/build.sh --image) at the Dockerfile's paths,
+# stage-ib-tools.sh run in the rootfs, patchelf removed again, packed by the
+# cluster's mkimage.py.
 #
 #   nvml-mock-image.sh [--import]
 #
@@ -23,7 +24,7 @@ import=false
 [ "$(id -u)" = 0 ] || die "run as root"
 
 base_tar=$("$REALSTACK_DIR/base-rootfs.sh") || die "base-rootfs.sh failed"
-upstream=$("$REALSTACK_DIR/upstream.sh") || die "upstream.sh failed"
+upstream=$("$REPO_ROOT/hack/upstream/build.sh" --image) || die "hack/upstream/build.sh --image failed"
 if [ -z "${KUBECTL:-}" ]; then
   bin_dirs
   [ -n "${K8S_BIN:-}" ] && [ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
@@ -35,8 +36,8 @@ else log "WARNING: no kubectl found; the image's setup.sh will not label the nod
 fi
 key=$(printf '%s\n' "$(basename "$base_tar")" "$(basename "$upstream")" "$kubectl_sum" \
   "$(recipe_key "$0" "$MKIMAGE")" | sha256sum | cut -c1-12)
-ref=localhost/nvml-mock:3b2b865d-$key
-tarball=$CACHE/images/nvml-mock-3b2b865d-$key.tar
+ref=localhost/nvml-mock:$UPSTREAM_COMMIT-$key
+tarball=$CACHE/images/nvml-mock-$UPSTREAM_COMMIT-$key.tar
 
 if [ ! -f "$tarball" ]; then
   mkdir -p "$CACHE/images"
