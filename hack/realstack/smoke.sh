@@ -10,7 +10,11 @@
 #      an overrides.yaml with used/free bytes changes its reading; a
 #      `processes:` entry shows in --query-compute-apps; one /dev/nvidiaN
 #      node narrows what it sees to that GPU, as --pass-device-specs does;
-#   3. NVIDIA's device plugin passes NVML discovery on that driver root
+#   3. allocwatch --once, told by a fake kubelet that a pod holds GPU 1,
+#      publishes into that driver root's overrides.yaml, and nvidia-smi
+#      reads the memory the profile implies for one claim on GPU 1 (others
+#      idle), then idle everywhere once the pod is gone and it runs again;
+#   4. NVIDIA's device plugin passes NVML discovery on that driver root
 #      and serves its socket; the kubelet directory it registers with is a
 #      private empty one, so no cluster on this machine is touched.
 #
@@ -34,8 +38,12 @@ eval "$built"
 HELM=$("$REPO_ROOT/hack/install-helm.sh") || die "install-helm.sh failed"
 
 work=$(mktemp -d)
-dp_pid=
-cleanup() { [ -z "$dp_pid" ] || kill -KILL "$dp_pid" 2>/dev/null || true; rm -rf "$work"; }
+dp_pid= kubelet_pid=
+cleanup() {
+  [ -z "$dp_pid" ] || kill -KILL "$dp_pid" 2>/dev/null || true
+  [ -z "$kubelet_pid" ] || kill "$kubelet_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
 trap cleanup EXIT
 rootfs=$work/rootfs host=${KEEP_HOST:-$work/host}
 mkdir -p "$rootfs" "$host" "$work/etc-nvml-mock"
@@ -104,6 +112,47 @@ mknod -m 666 "$rootfs/dev/nvidia1" c 195 1
 smi "$QUERY" --format=csv,noheader,nounits | tee "$work/one.csv" >&2
 rm -f "$rootfs/dev/nvidia1"
 check "[ \$(wc -l <'$work/one.csv') = 1 ] && grep -q '${uuids[1]}, $((used / MIB)), ' '$work/one.csv'" "a container with one device node sees only that GPU"
+
+log "allocwatch --once on the same driver root, told by a fake kubelet which pod holds GPU 1"
+# The fake kubelet is the tests' real gRPC server on a unix socket; the
+# expected rows come from the profile through the e2e suite's oracle.
+FRACTION=0.5
+SMI_QUERY=--query-gpu=uuid,memory.used,memory.free,memory.total
+PYTHONPATH=$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
+"$PYTHON" -m fakekubelet --socket "$work/kubelet.sock" --state "$work/kubelet.json" >"$work/kubelet.log" 2>&1 &
+kubelet_pid=$!
+# kubelet_holds [UUID...]: the fake kubelet's pods: one GPU pod holding UUID..., or none.
+kubelet_holds() {
+  "$PYTHON" -c 'import json, os, sys
+from fakekubelet import gpu_pod
+path, ids = sys.argv[1], sys.argv[2:]
+with open(path + ".tmp", "w") as f:
+    json.dump({"pods": [gpu_pod("smoke", "train", ids)] if ids else []}, f)
+os.replace(path + ".tmp", path)' "$work/kubelet.json" "$@"
+}
+allocwatch_once() {
+  "$PYTHON" -m allocwatch --once --socket "$work/kubelet.sock" --driver-root "$driver" \
+    --used-fraction "$FRACTION" >>"$work/allocwatch.log" 2>&1 || { cat "$work/allocwatch.log" >&2; die "allocwatch --once failed"; }
+}
+# smi_matches LABEL [UUID...]: nvidia-smi's rows equal the expected ones for a claim on UUID...
+smi_matches() {
+  local label=$1; shift
+  smi "$SMI_QUERY" --format=csv,noheader,nounits >"$work/$label.csv"
+  "$PYTHON" "$REALSTACK_DIR/expected-smi.py" "$profile" "$FRACTION" "$@" >"$work/$label.expected"
+  sed 's/^/  nvidia-smi: /' "$work/$label.csv" >&2
+  diff -u "$work/$label.expected" "$work/$label.csv" >&2
+}
+kubelet_holds "${uuids[1]}"
+allocwatch_once
+check "smi_matches claimed '${uuids[1]}'" "after allocwatch --once, GPU 1 reads one claim's memory (fraction $FRACTION) and the others idle"
+smi --query-compute-apps=gpu_uuid,pid --format=csv,noheader >"$work/apps-after.csv"
+check "grep -qx '${uuids[1]}, 4242' '$work/apps-after.csv'" "allocwatch's merge kept the other writer's processes entry"
+kubelet_holds
+allocwatch_once
+check "smi_matches released" "after the pod is gone and allocwatch --once again, every GPU reads idle"
+kill "$kubelet_pid"; wait "$kubelet_pid" 2>/dev/null || true; kubelet_pid=
+sed 's/^/  allocwatch: /' "$work/allocwatch.log" >&2
 
 # run_plugin LABEL [FLAG...]: start the device plugin on the driver root with a
 # private, empty kubelet directory, wait for its socket, and list what it
