@@ -84,8 +84,7 @@ if [ ! -f "$tarball" ]; then
   done
   echo 'root:x:0:0:root:/root:/sbin/nologin' >"$rootfs/etc/passwd"
   echo 'root:x:0:' >"$rootfs/etc/group"
-  python3 "$MKIMAGE" "$rootfs" "$ref" "$tarball" --entrypoint '["/usr/bin/nvidia-device-plugin"]'
-  rm -rf "$rootfs"; trap - EXIT
+  pack_image "$rootfs" "$ref" "$tarball" --entrypoint '["/usr/bin/nvidia-device-plugin"]'
 fi
 if $import; then import_image "$tarball" "$ref"; fi
 echo "DEVICE_PLUGIN_BIN=$bin"

@@ -29,6 +29,15 @@ apt_mirror() {
   echo "${DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
 }
 
+# pack_image ROOTFS REF TARBALL MKIMAGE-FLAG...: pack a rootfs directory into
+# an image tarball, then remove the directory (and the caller's EXIT trap,
+# which was there to remove it).
+pack_image() {
+  python3 "$MKIMAGE" "$1" "$2" "$3" "${@:4}"
+  rm -rf "$1"
+  trap - EXIT
+}
+
 # import_image TARBALL REF: load an image tarball into the node's containerd
 # (k8s.io namespace), where pods use it with imagePullPolicy Never.
 import_image() {

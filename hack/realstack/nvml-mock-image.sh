@@ -54,8 +54,7 @@ if [ ! -f "$tarball" ]; then
   cp -a "$upstream/scripts" "$rootfs/scripts"
   mkdir -p "$rootfs/usr/share/doc/nvml-mock"
   cp "$upstream/LICENSE" "$rootfs/usr/share/doc/nvml-mock/LICENSE"
-  python3 "$MKIMAGE" "$rootfs" "$ref" "$tarball" --cmd '["/scripts/entrypoint.sh"]'
-  rm -rf "$rootfs"; trap - EXIT
+  pack_image "$rootfs" "$ref" "$tarball" --cmd '["/scripts/entrypoint.sh"]'
 fi
 if $import; then import_image "$tarball" "$ref"; fi
 echo "NVML_MOCK_IMAGE=$ref"
