@@ -19,9 +19,15 @@ import yaml
 
 from tests.chart.helmtool import REPO_ROOT, Helm, helm_binary
 
-TARBALL = REPO_ROOT.parent / "shared" / "upstream" / "k8s-test-infra-3b2b865d.tar.gz"
-TARBALL_SHA256 = "8b1a66b9c3703efd28e30ad0ccd97455caac40e8073066414a666a0f246f75f6"
-CHART_IN_TARBALL = "k8s-test-infra-3b2b865d/deployments/nvml-mock/helm/nvml-mock"
+# The pin lives once, in hack/upstream/VERSION.
+PIN = dict(
+    line.split("=", 1)
+    for line in (REPO_ROOT / "hack" / "upstream" / "VERSION").read_text().splitlines()
+    if line and not line.startswith("#")
+)
+TARBALL = REPO_ROOT.parent / "shared" / "upstream" / PIN["tarball"]
+TARBALL_SHA256 = PIN["tarball_sha256"]
+CHART_IN_TARBALL = PIN["tarball"].removesuffix(".tar.gz") + "/deployments/nvml-mock/helm/nvml-mock"
 VALUES = REPO_ROOT / "e2e" / "realstack" / "nvml-mock-values.yaml"
 RENDER_CHART = REPO_ROOT / "hack" / "realstack" / "render-chart.py"
 
