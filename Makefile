@@ -21,6 +21,8 @@ UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 .PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
+.PHONY: realstack-smoke containerd-smoke
+
 .PHONY: help helm e2e-preflight
 
 ## help: list the targets and what each does
@@ -119,6 +121,14 @@ cluster-images: cluster-up
 ## cluster-smoke: pods, logs, exec and a device plugin on the local cluster
 cluster-smoke: venv
 	PYTHON=$(PY) hack/cluster/smoke.sh
+
+# The real stack's pieces, checked outside the cluster (root; offline): hack/realstack/README.md
+## realstack-smoke: nvml-mock's image, nvidia-smi, allocwatch --once and NVIDIA's device plugin together, no cluster
+realstack-smoke: venv
+	PYTHON=$(PY) hack/realstack/smoke.sh
+## containerd-smoke: the containerd 2.x build injects nvml-mock's CDI device into a container, no cluster
+containerd-smoke: venv
+	PYTHON=$(PY) hack/realstack/containerd-smoke.sh
 
 # Before anything is installed: every tool kind's e2e needs, checked in one
 # pass, and e2e-local named as the way without them.

@@ -138,10 +138,10 @@ def hack_copy(repo: Path, **pins: str) -> Path:
     return repo / "hack" / "upstream" / "build.sh"
 
 
-def build(script: Path, cache: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def build(script: Path, cache: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GO", "ALLOCWATCH_"))}
     return subprocess.run(
-        ["bash", str(script)],
+        ["bash", str(script), *args],
         env=base | {"ALLOCWATCH_CACHE": str(cache), "GO": GO} | env,
         capture_output=True,
         text=True,
@@ -225,6 +225,37 @@ def test_a_tarball_with_another_digest_is_refused(stand_in: StandIn) -> None:
         f"{PIN['tarball_sha256']} (hack/upstream/VERSION); refusing to build it\n"
     )
     assert not (cache / "upstream").exists()
+
+
+def test_the_image_build_checks_the_same_pin(stand_in: StandIn) -> None:
+    """--image (everything the nvml-mock image needs) takes its source the same way."""
+    cache = stand_in.root / "refused-image-cache"
+    result = build(
+        HACK / "upstream" / "build.sh",
+        cache,
+        "--image",
+        ALLOCWATCH_UPSTREAM_TARBALL=str(stand_in.tarball),
+    )
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert f"has sha256 {stand_in.digest}, not the pinned {PIN['tarball_sha256']}" in (
+        result.stderr
+    )
+    assert not (cache / "upstream").exists()
+
+
+def test_the_image_build_is_not_served_the_tools_build(stand_in: StandIn) -> None:
+    """The two builds share the source and its key but not their output."""
+    result = build(stand_in.script, stand_in.cache, "--image", GO="/nonexistent/go")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "no working Go toolchain" in result.stderr
+
+
+def test_an_unknown_argument_is_refused(stand_in: StandIn) -> None:
+    result = build(stand_in.script, stand_in.cache, "--all")
+    assert result.returncode == 1
+    assert result.stderr == "usage: build.sh [--image]\n"
 
 
 def test_a_changed_tarball_is_refused_even_with_a_warm_cache(stand_in: StandIn) -> None:

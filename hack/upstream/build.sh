@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# Build the upstream nvml-mock tools at the pinned commit (hack/upstream/VERSION)
-# and print the output directory:
+# Build the upstream nvml-mock code at the pinned commit (hack/upstream/VERSION)
+# and print the output directory. The one place that checks, unpacks and
+# builds the pinned source:
 #
-#   <cache>/upstream/<source>-<recipe>/nvml-mock-ctl
-#   <cache>/upstream/<source>-<recipe>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
+#   build.sh          the tools interop and bench-compare run:
+#     <cache>/upstream/<source>-<recipe>/nvml-mock-ctl
+#     <cache>/upstream/<source>-<recipe>/libnvidia-ml.so.<driver>  (+ .so.1, .so links)
+#   build.sh --image  everything deployments/nvml-mock/Dockerfile compiles, for
+#                     the nvml-mock image (hack/realstack):
+#     <cache>/upstream/<source>-<recipe>-image/
+#       lib/      the mock libraries (NVML, CUDA, InfiniBand, PCI sysfs), each
+#                 built by its own Makefile, with their .so.1 and .so links
+#       bin/      mock-ib nvml-mock-nri nvml-mock-ctl render-pci-sysfs
+#                 render-imex-procdevices check-fabric        (/usr/local/bin)
+#       usr-bin/  nvidia-imex nvidia-imex-ctl nv-fabricmanager
+#                 nv-fabricmanager-ctl                        (/usr/bin)
+#       scripts/  deployments/nvml-mock/scripts
+#       chart/    deployments/nvml-mock/helm/nvml-mock
 #
 # The source, in this order:
 #   1. the pinned tarball, checked against its sha256: $ALLOCWATCH_UPSTREAM_TARBALL,
@@ -21,6 +34,12 @@
 # Exit codes: 0 built (or cached); 1 anything failed (one line on stderr says what).
 set -euo pipefail
 
+image=false
+case "${1:-}" in
+  "") ;;
+  --image) image=true ;;
+  *) echo "usage: build.sh [--image]" >&2; exit 1 ;;
+esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # the directory the repository sits in, where shared/upstream/ is looked for
 beside=$(cd "$here/../../.." && pwd)
@@ -37,7 +56,8 @@ recipe=$(cat "$here/VERSION" "$here/build.sh" | sha256sum | cut -c1-8)
 
 log() { echo "build.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
-complete() { [ -x "$1/nvml-mock-ctl" ] && [ -e "$1/libnvidia-ml.so.1" ]; }
+# SOURCE is written last, and a build is moved into place whole.
+complete() { [ -f "$1/SOURCE" ]; }
 
 # An explicit tarball must exist; the default one is optional.
 if [ -n "${ALLOCWATCH_UPSTREAM_TARBALL:-}" ]; then
@@ -58,6 +78,7 @@ else
   source=git-${commit:0:12}
 fi
 out=$root/$source-$recipe
+if $image; then out=$out-image; fi
 if complete "$out"; then
   echo "$out"
   exit 0
@@ -121,15 +142,36 @@ step() {
     die "$what failed with $("$go" env GOVERSION) (the log's tail is above)"
   fi
 }
-# (a) the mock NVML library, exactly as upstream's Makefile (and so its image) builds it.
-step "make -C pkg/gpu/mocknvml" make -C "$src/pkg/gpu/mocknvml"
-lib=$(readlink "$src/pkg/gpu/mocknvml/libnvidia-ml.so.1") || die "the Makefile made no libnvidia-ml.so.1"
-cp "$src/pkg/gpu/mocknvml/$lib" "$stage/$lib"
-ln -s "$lib" "$stage/libnvidia-ml.so.1"
-ln -s libnvidia-ml.so.1 "$stage/libnvidia-ml.so"
-# (b) the CLI, including `watch-allocations`.
-step "go build ./cmd/nvml-mock-ctl" \
-  bash -c 'cd "$1" && "$2" build -o "$3" ./cmd/nvml-mock-ctl' _ "$src" "$go" "$stage/nvml-mock-ctl"
+go_build() { step "go build $2" bash -c 'cd "$1" && "$2" build -o "$3" "$4"' _ "$src" "$go" "$1" "$2"; }
+if $image; then
+  # As the Dockerfile builds them: each mock library by its Makefile, then the
+  # Go commands at the paths the image puts them.
+  mkdir "$stage/lib" "$stage/bin" "$stage/usr-bin"
+  for dir in pkg/gpu/mocknvml pkg/gpu/mockcuda pkg/network/mockib pkg/system/mockpcisysfs; do
+    step "make -C $dir" make -C "$src/$dir"
+    cp -a "$src/$dir"/lib*.so* "$stage/lib/"
+  done
+  for cmd in mock-ib nvml-mock-nri nvml-mock-ctl render-pci-sysfs render-imex-procdevices check-fabric; do
+    go_build "$stage/bin/$cmd" "./cmd/$cmd"
+  done
+  go_build "$stage/usr-bin/nvidia-imex" ./cmd/fake-imex/daemon
+  go_build "$stage/usr-bin/nvidia-imex-ctl" ./cmd/fake-imex/ctl
+  go_build "$stage/usr-bin/nv-fabricmanager" ./cmd/fake-fabricmanager/daemon
+  go_build "$stage/usr-bin/nv-fabricmanager-ctl" ./cmd/fake-fabricmanager/ctl
+  cp -a "$src/deployments/nvml-mock/scripts" "$stage/scripts"
+  chmod 0755 "$stage"/scripts/*
+  cp -a "$src/deployments/nvml-mock/helm/nvml-mock" "$stage/chart"
+  cp "$src/LICENSE" "$stage/LICENSE"
+else
+  # (a) the mock NVML library, exactly as upstream's Makefile (and so its image) builds it.
+  step "make -C pkg/gpu/mocknvml" make -C "$src/pkg/gpu/mocknvml"
+  lib=$(readlink "$src/pkg/gpu/mocknvml/libnvidia-ml.so.1") || die "the Makefile made no libnvidia-ml.so.1"
+  cp "$src/pkg/gpu/mocknvml/$lib" "$stage/$lib"
+  ln -s "$lib" "$stage/libnvidia-ml.so.1"
+  ln -s libnvidia-ml.so.1 "$stage/libnvidia-ml.so"
+  # (b) the CLI, including `watch-allocations`.
+  go_build "$stage/nvml-mock-ctl" ./cmd/nvml-mock-ctl
+fi
 echo "$origin" >"$stage/SOURCE"
 
 rm -rf "$out"
