@@ -144,6 +144,9 @@ but the selector's: a pod the DaemonSet does not select could never be created.
 {{- if .Values.keepReadingsOnExit }}
 - "--keep-readings-on-exit"
 {{- end }}
+{{- if not (dig "enabled" true (.Values.processes | default dict)) }}
+- "--no-processes"
+{{- end }}
 {{- range .Values.extraArgs }}
 - {{ . | quote }}
 {{- end }}
