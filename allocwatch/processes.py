@@ -14,7 +14,7 @@ Each claim on a device with a reading becomes one compute process there:
   blake2b digest of the claim's identity, as a big-endian integer) mod
   PID_SPAN. The identity is namespace, pod, container, resource name and
   device id, NUL-separated. The range lies above any Linux pid (the kernel
-  caps them at 2^22) and within nine digits, which nvidia-smi's process
+  caps them at 2^22) and within eight digits, the most nvidia-smi's process
   table prints whole; real processes therefore never share it. On a
   collision, claims are taken in order of their identity and each moves to
   the next free pid (wrapping within the range), so no two claims on the
@@ -36,8 +36,8 @@ from allocwatch.claims import Claim
 from allocwatch.profile import Device
 from allocwatch.reconcile import MemoryReading, reconcile
 
-PID_BASE = 100_000_000
-PID_SPAN = 900_000_000  # so every pid has exactly nine digits
+PID_BASE = 10_000_000
+PID_SPAN = 90_000_000  # so every pid has exactly eight digits
 NAME_MAX_BYTES = 255
 MIB = 2**20
 COMPUTE = "C"

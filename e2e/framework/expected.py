@@ -20,7 +20,7 @@ Readings = dict[str, dict[str, int]]
 Processes = dict[str, list[dict[str, Any]]]
 
 # The documented pid derivation (allocwatch.processes), written out again here.
-PID_BASE, PID_SPAN = 100_000_000, 900_000_000
+PID_BASE, PID_SPAN = 10_000_000, 90_000_000
 MIB = 2**20
 
 
