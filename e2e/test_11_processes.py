@@ -1,4 +1,4 @@
-"""10. Each GPU pod is an NVML process on its GPU, and the list empties when the pods go.
+"""11. Each GPU pod is an NVML process on its GPU, and the list empties when the pods go.
 
 The document's `devices["<i>"].processes` must name exactly the running GPU
 pods (`<namespace>/<pod>/<container>`), with the documented synthetic pid and
