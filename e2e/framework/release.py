@@ -99,11 +99,12 @@ class AllocwatchRelease:
         """Poll the document until its `processes` lists equal `expected` (exactly)."""
         start = time.monotonic()
 
-        def matches() -> Processes | None:
+        # wrapped: an empty list of processes is a match, and wait_until waits while falsy
+        def matches() -> tuple[Processes] | None:
             current = process_lists(self.read_document()[1])
-            return current if current == expected else None
+            return (current,) if current == expected else None
 
-        found = wait_until(
+        (found,) = wait_until(
             matches, timeout, f"{what}: processes {expected}", diagnostics=self.pods.diagnostics
         )
         timings.note(what, time.monotonic() - start)
