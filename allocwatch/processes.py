@@ -10,8 +10,8 @@ Each claim on a device with a reading becomes one compute process there:
 * `used_memory_mib` is the device's `used_bytes` shared equally among its
   claims, each share rounded down to whole MiB: the entries never add up to
   more than `used_bytes`, and a clamped device's claims split its aperture.
-* `pid` is synthetic and stable: PID_BASE + (the first 8 bytes of the
-  blake2b digest of the claim's identity, as a big-endian integer) mod
+* `pid` is synthetic and stable: PID_BASE + (the 8-byte blake2b digest,
+  `digest_size=8`, of the claim's identity, as a big-endian integer) mod
   PID_SPAN. The identity is namespace, pod, container, resource name and
   device id, NUL-separated. The range lies above any Linux pid (the kernel
   caps them at 2^22) and within eight digits, the most nvidia-smi's process
