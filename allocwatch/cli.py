@@ -170,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="leave the memory readings in place on exit instead of removing them",
     )
+    p.add_argument(
+        "--no-processes",
+        dest="processes",
+        action="store_false",
+        help="never touch the devices' `processes` lists (by default each claim is "
+        "published as an NVML process named <namespace>/<pod>/<container>)",
+    )
     p.add_argument("--once", action="store_true", help="poll and publish once, then exit")
     p.add_argument("--version", action="version", version=f"allocwatch {__version__}")
     return p
@@ -194,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fraction=args.used_fraction,
         interval=args.interval,
         metrics=metrics,
+        processes=args.processes,
     )
 
     server = None

@@ -7,11 +7,14 @@ Contract (shared with the engine and `nvml-mock-ctl`):
   over files.MAX_DOCUMENT_BYTES and documents over goyaml.MAX_NODES. A document we
   cannot parse is never overwritten: it may be a human's edit, and the engine
   keeps serving its last good copy meanwhile.
-* We own only `devices["<i>"].memory.{used_bytes,free_bytes}`; every other key
-  is preserved. Byte counts are written as ints (exact in float64).
+* We own only `devices["<i>"].memory.{used_bytes,free_bytes}` and, unless
+  turned off, `devices["<i>"].processes` (a list replaces the profile's list
+  wholesale, so the key is ours whole); every other key is preserved. Byte
+  counts are written as ints (exact in float64).
 * The file is mode FILE_MODE, whoever writes it.
 
-The file itself (lock, atomic write) is `sharedfile`; rendering is `render`.
+The file itself (lock, atomic write) is `sharedfile`; rendering is `render`;
+the `processes` key's merge and removal are `processkey`.
 """
 
 from __future__ import annotations

@@ -18,6 +18,12 @@ from allocwatch.overrides import (
     parse_document,
     remove_readings,
 )
+from allocwatch.processkey import (
+    ProcessLists,
+    holds_processes,
+    merge_processes,
+    remove_processes,
+)
 from allocwatch.reconcile import MemoryReading
 from allocwatch.render import DocumentRenderer
 from allocwatch.sharedfile import LockError, lock_path_for, locked, write_atomic
@@ -112,29 +118,45 @@ class OverridesPublisher:
         readings: Mapping[int, MemoryReading],
         stop: Stop | None = None,
         remove: Iterable[int] = (),
+        processes: ProcessLists | None = None,
     ) -> PublishResult:
-        """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
+        """Merge `readings`, and drop our keys for `remove` (devices gone from the profile).
+
+        With `processes` (None: the key is left alone), each device in it gets
+        that list, and every other device of `readings` or `remove` loses its
+        `processes` key.
+        """
         gone = [i for i in remove if i not in readings]
+        lists = processes if processes is not None else {}
+        unlisted = (
+            [i for i in [*readings, *gone] if i not in lists] if processes is not None else []
+        )
 
         def change(doc: Document) -> Document:
             merged = merge_readings(doc, readings)
-            return remove_readings(merged, gone) if gone else merged
+            merged = remove_readings(merged, gone) if gone else merged
+            return remove_processes(merge_processes(merged, lists), unlisted)
 
         return self._update(
             change,
-            lambda doc: holds_readings(doc, readings, gone),
+            lambda doc: (
+                holds_readings(doc, readings, gone) and holds_processes(doc, lists, unlisted)
+            ),
             stop,
             # With no reading (no profile device has memory) there is nothing
             # to publish: an absent file stays absent rather than becoming `{}`.
             create=bool(readings),
         )
 
-    def remove_readings(self, indices: Iterable[int], stop: Stop | None = None) -> PublishResult:
-        """Drop our keys for `indices`; an absent file stays absent."""
+    def remove_readings(
+        self, indices: Iterable[int], stop: Stop | None = None, processes: bool = False
+    ) -> PublishResult:
+        """Drop our keys for `indices` (`processes` too, when ours); an absent file stays absent."""
         wanted = list(indices)
+        ours = wanted if processes else []
         return self._update(
-            lambda doc: remove_readings(doc, wanted),
-            lambda doc: holds_readings(doc, {}, wanted),
+            lambda doc: remove_processes(remove_readings(doc, wanted), ours),
+            lambda doc: holds_readings(doc, {}, wanted) and holds_processes(doc, {}, ours),
             stop,
             create=False,
         )

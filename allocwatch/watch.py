@@ -9,6 +9,7 @@ from collections.abc import Callable
 from allocwatch.claims import Lister, ListError
 from allocwatch.metrics import Metrics
 from allocwatch.outcome import PollOutcome, PollResult
+from allocwatch.processes import process_lists
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher, PublishError
 from allocwatch.reconcile import reconcile
@@ -31,6 +32,7 @@ class Watcher:
         interval: float,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        processes: bool = True,
     ) -> None:
         self.lister = lister
         self.profile = profile
@@ -40,6 +42,7 @@ class Watcher:
         self.metrics = metrics or Metrics()
         self.reporter = Reporter(self.metrics, publisher.path)
         self.clock = clock
+        self.processes = processes  # publish each claim as an NVML process (owns the key)
         self.polls = 0
         self._last_success: float | None = None
         self._published: set[int] = set()
@@ -67,8 +70,9 @@ class Watcher:
             return PollResult(PollOutcome.LIST_ERROR)
         rec = reconcile(devices, claims, self.fraction)
         stale = self._published - set(rec.readings)
+        lists = process_lists(devices, claims, rec.readings) if self.processes else None
         try:
-            result = self.publisher.publish(rec.readings, stop, remove=stale)
+            result = self.publisher.publish(rec.readings, stop, remove=stale, processes=lists)
         except PublishError as exc:
             if stop is None or not stop.is_set():  # else: abandoned for shutdown
                 self.reporter.problem(f"publish: {exc} (retrying every poll)")
@@ -107,7 +111,9 @@ class Watcher:
         if not self._published:
             return True
         try:
-            result = self.publisher.remove_readings(sorted(self._published), Deadline(timeout))
+            result = self.publisher.remove_readings(
+                sorted(self._published), Deadline(timeout), processes=self.processes
+            )
         except PublishError as exc:
             log.error("on exit: could not remove readings: %s", exc)
             return False

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from allocwatch.outcome import PollOutcome
-from e2e.framework.expected import Expectation, merged
-from e2e.framework.stack import GpuPods, Stack
+from e2e.framework.expected import Expectation, Processes, merged
+from e2e.framework.stack import RESOURCE, GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
 THERMAL = {"temperature_gpu_c": 85}
@@ -39,13 +39,19 @@ def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[dict[st
 
 
 def document(
-    expect: Expectation, claims: Mapping[int, int], state: str, found: Mapping[str, Any]
+    expect: Expectation,
+    claims: Mapping[int, int],
+    state: str,
+    found: Mapping[str, Any],
+    processes: Processes | None = None,
 ) -> dict[str, Any]:
     """The whole file: what was there before, both writers' keys, nothing else."""
+    processes = processes or {}
     ours = {
         "all": {"performance_state": state},
         "devices": {
             index: {"thermal": THERMAL, "memory": memory}
+            | ({"processes": processes[index]} if index in processes else {})
             for index, memory in expect.readings(claims).items()
         },
     }
@@ -59,7 +65,8 @@ def test_a_publish_waits_for_the_lock_and_keeps_the_other_writers_keys(
     blocked_before = deployed.watcher.metric(watcher, BLOCKED)
     with deployed.files.holding_lock({"all": {"performance_state": "P0"}}) as held:
         pod = gpu_pods(gpus=1)
-        claims = expect.claims_for(deployed.workloads.visible_devices(pod))
+        uuids = deployed.workloads.visible_devices(pod)
+        claims = expect.claims_for(uuids)
         wait_until(
             lambda: deployed.watcher.metric(watcher, BLOCKED) > blocked_before,
             30,
@@ -70,7 +77,10 @@ def test_a_publish_waits_for_the_lock_and_keeps_the_other_writers_keys(
     deployed.watcher.wait_readings(
         expect.readings(claims), 10, "the claim published after the lock"
     )
-    assert deployed.watcher.read_document()[1] == document(expect, claims, "P0", thermal_everywhere)
+    processes = expect.processes(deployed.ns, {pod: uuids}, RESOURCE, "main")
+    assert deployed.watcher.read_document()[1] == document(
+        expect, claims, "P0", thermal_everywhere, processes
+    )
 
     deployed.workloads.delete(pod)
     deployed.watcher.wait_readings(expect.idle(), 10, "the node to return to idle")

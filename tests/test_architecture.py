@@ -45,7 +45,14 @@ def test_no_module_of_the_package_imports_itself_back() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["allocwatch.watch", "allocwatch.claims", "allocwatch.reconcile", "allocwatch.publisher"],
+    [
+        "allocwatch.watch",
+        "allocwatch.claims",
+        "allocwatch.reconcile",
+        "allocwatch.processes",
+        "allocwatch.processkey",
+        "allocwatch.publisher",
+    ],
 )
 def test_the_loop_and_the_core_do_not_load_grpc(module: str) -> None:
     code = f"import sys, {module}; sys.exit('grpc' in sys.modules)"

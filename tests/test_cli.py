@@ -145,6 +145,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.metrics_address == ":9477"
     assert (args.log_format, args.log_level) == ("text", "info")
     assert not args.keep_readings_on_exit and not args.once
+    assert args.processes  # claims are published as NVML processes unless --no-processes
 
 
 def test_a_metrics_port_in_use_exits_1_naming_the_flag(
@@ -534,3 +535,53 @@ def test_relative_socket_path(kubelet: FakeKubelet, driver_root: Path) -> None:
         cwd=socket.parent,
     )
     assert out.returncode == 0, out.stderr
+
+
+def _processes(target: Path) -> dict[str, Any]:
+    devices = parse_document(target.read_text()).get("devices", {})
+    return {k: v["processes"] for k, v in devices.items() if "processes" in v}
+
+
+def test_claims_are_processes_by_default_and_removed_on_sigterm(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    target = driver_root / "config" / "overrides.yaml"
+    kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[2]], container="app")])
+    w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    eventually(lambda: target.exists() and "2" in _processes(target), what="the process")
+    [entry] = _processes(target)["2"]
+    assert entry["name"] == "ml/t/app" and entry["type"] == "C"
+    assert entry["used_memory_mib"] == A100_HALF // 2**20
+    code, _, log = w.terminate()
+    assert code == 0, log
+    assert _processes(target) == {}
+
+
+def test_no_processes_leaves_the_key_alone(kubelet: FakeKubelet, driver_root: Path) -> None:
+    target = driver_root / "config" / "overrides.yaml"
+    target.write_text("devices: {'2': {processes: [{pid: 9, name: mine, used_memory_mib: 1}]}}\n")
+    kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[0]])])
+    w = Running(
+        "--socket", kubelet.socket_path, "--driver-root", str(driver_root), "--no-processes"
+    )
+    eventually(lambda: "0" in memory(target), what="published")
+    assert _processes(target) == {"2": [{"pid": 9, "name": "mine", "used_memory_mib": 1}]}
+    code, _, log = w.terminate()
+    assert code == 0, log
+    assert _processes(target) == {"2": [{"pid": 9, "name": "mine", "used_memory_mib": 1}]}
+
+
+def test_keep_readings_on_exit_keeps_the_processes(kubelet: FakeKubelet, driver_root: Path) -> None:
+    target = driver_root / "config" / "overrides.yaml"
+    kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[1]])])
+    w = Running(
+        "--socket",
+        kubelet.socket_path,
+        "--driver-root",
+        str(driver_root),
+        "--keep-readings-on-exit",
+    )
+    eventually(lambda: target.exists() and "1" in _processes(target), what="the process")
+    code, _, log = w.terminate()
+    assert code == 0, log
+    assert [p["name"] for p in _processes(target)["1"]] == ["ml/t/main"]

@@ -366,3 +366,87 @@ def test_a_document_that_would_be_written_over_the_size_bound_is_left_alone(
             pub.publish({0: R(1, 2)})
     assert len(renders) == 1
     assert target.read_text() == original
+
+
+# ---- the `processes` key ------------------------------------------------------
+
+PROC = {"pid": 123456789, "type": "C", "name": "ml/a/main", "used_memory_mib": 1}
+HUMAN = [{"pid": 42, "type": "G", "name": "Xorg", "used_memory_mib": 5}]
+
+
+def test_processes_are_published_beside_the_readings_and_written_once(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2), 1: R(0, 3)}, processes={0: [PROC]}).wrote
+    devices = parse_document(target.read_text())["devices"]
+    assert devices["0"]["processes"] == [PROC]
+    assert "processes" not in devices["1"]
+    st = target.stat()
+    for _ in range(20):
+        assert not pub.publish({0: R(1, 2), 1: R(0, 3)}, processes={0: [PROC]}).wrote
+    assert (target.stat().st_ino, target.stat().st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+
+
+def test_a_device_without_claims_loses_our_key_and_shows_the_profiles_list(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2)}, processes={0: [PROC]}).wrote
+    assert pub.publish({0: R(0, 3)}, processes={}).wrote
+    assert "processes" not in parse_document(target.read_text())["devices"]["0"]
+    assert not pub.publish({0: R(0, 3)}, processes={}).wrote
+
+
+def test_the_key_is_ours_on_every_device_published(target: Path) -> None:
+    # A list someone set on a published device is replaced, or removed when it is idle.
+    target.write_text(
+        yaml.safe_dump({"devices": {"0": {"processes": HUMAN}, "1": {"processes": HUMAN}}})
+    )
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2), 1: R(0, 3)}, processes={0: [PROC]}).wrote
+    devices = parse_document(target.read_text())["devices"]
+    assert devices["0"]["processes"] == [PROC]
+    assert devices["1"] == {"memory": {"used_bytes": 0, "free_bytes": 3}}
+
+
+def test_opted_out_the_key_is_never_touched(target: Path) -> None:
+    target.write_text(yaml.safe_dump({"devices": {"0": {"processes": HUMAN}}}))
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2)}, processes=None).wrote
+    assert parse_document(target.read_text())["devices"]["0"]["processes"] == HUMAN
+    assert pub.remove_readings([0], processes=False).wrote
+    assert parse_document(target.read_text()) == {
+        "version": 1,
+        "devices": {"0": {"processes": HUMAN}},
+    }
+
+
+def test_a_wiped_file_gets_its_processes_back(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2)}, processes={0: [PROC]}).wrote
+    target.unlink()
+    assert pub.publish({0: R(1, 2)}, processes={0: [PROC]}).wrote
+    assert parse_document(target.read_text())["devices"]["0"]["processes"] == [PROC]
+
+
+def test_a_changed_process_list_alone_is_written(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2)}, processes={0: [PROC]}).wrote
+    renamed = {**PROC, "name": "ml/b/main"}
+    assert pub.publish({0: R(1, 2)}, processes={0: [renamed]}).wrote
+    assert parse_document(target.read_text())["devices"]["0"]["processes"] == [renamed]
+
+
+def test_removal_on_exit_takes_our_processes_with_the_readings(target: Path) -> None:
+    target.write_text("devices: {'0': {thermal: {t: 1}}}\n")
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2), 1: R(1, 2)}, processes={0: [PROC], 1: [PROC]}).wrote
+    assert pub.remove_readings([0, 1], processes=True).wrote
+    assert parse_document(target.read_text()) == {
+        "version": 1,
+        "devices": {"0": {"thermal": {"t": 1}}},
+    }
+
+
+def test_a_device_gone_from_the_profile_loses_its_processes(target: Path) -> None:
+    pub = OverridesPublisher(target)
+    assert pub.publish({0: R(1, 2), 1: R(1, 2)}, processes={0: [PROC], 1: [PROC]}).wrote
+    assert pub.publish({0: R(1, 2)}, remove=[1], processes={0: [PROC]}).wrote
+    assert "1" not in parse_document(target.read_text())["devices"]

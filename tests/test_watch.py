@@ -748,3 +748,81 @@ def test_fast_interval_polls_repeatedly_and_stops_cleanly(
     eventually(lambda: kubelet.list_calls() > 1, what="more than one List")
     r.close()  # asserts the loop thread returned
     assert memory(r.overrides)["0"] == HALF
+
+
+def process_names(path: Path) -> dict[str, list[str]]:
+    doc = parse_document(path.read_text())
+    return {
+        k: [p["name"] for p in v["processes"]]
+        for k, v in doc.get("devices", {}).items()
+        if "processes" in v
+    }
+
+
+def test_claims_are_published_as_processes_and_go_with_them(rig: Rig) -> None:
+    rig.start()
+    eventually(rig.shows({}), what="idle")
+    assert process_names(rig.overrides) == {}
+    rig.kubelet.set_pods(
+        [
+            gpu_pod("ml", "a", [A100_UUIDS[1]], container="app"),
+            gpu_pod("ml", "b", [A100_UUIDS[1], A100_UUIDS[4]]),
+        ]
+    )
+    eventually(rig.shows({1: FULL, 4: HALF}), what="devices 1 and 4 busy")
+    eventually(
+        lambda: (
+            process_names(rig.overrides) == {"1": ["ml/a/app", "ml/b/main"], "4": ["ml/b/main"]}
+        ),
+        what="the processes",
+    )
+    pids = {
+        k: [p["pid"] for p in v["processes"]]
+        for k, v in parse_document(rig.overrides.read_text())["devices"].items()
+        if "processes" in v
+    }
+    assert len(set(pids["1"])) == 2
+    writes = rig.metric("allocwatch_writes_total")
+    polls = rig.watcher.polls
+    eventually(lambda: rig.watcher.polls >= polls + 10, what="10 more polls")
+    assert rig.metric("allocwatch_writes_total") == writes  # nothing changed, nothing written
+    rig.overrides.unlink()
+    eventually(
+        lambda: rig.overrides.exists() and "1" in process_names(rig.overrides), what="restored"
+    )
+    rig.kubelet.set_pods([gpu_pod("ml", "b", [A100_UUIDS[4]])])
+    eventually(lambda: process_names(rig.overrides) == {"4": ["ml/b/main"]}, what="a gone")
+    rig.kubelet.set_pods([])
+    eventually(rig.shows({}), what="idle again")
+    eventually(lambda: process_names(rig.overrides) == {}, what="no processes key left")
+
+
+def test_opted_out_the_watcher_never_touches_processes(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    r = Rig(kubelet, driver_root)
+    r.watcher.processes = False
+    r.overrides.write_text("devices: {'2': {processes: [{pid: 7, name: mine}]}}\n")
+    kubelet.set_pods([gpu_pod("ml", "a", [A100_UUIDS[0]])])
+    try:
+        r.start()
+        eventually(r.shows({0: HALF}), what="published")
+        assert process_names(r.overrides) == {"2": ["mine"]}
+    finally:
+        r.close()
+    assert r.watcher.remove_readings(timeout=1)
+    assert parse_document(r.overrides.read_text()) == {
+        "version": 1,
+        "devices": {"2": {"processes": [{"pid": 7, "name": "mine"}]}},
+    }
+
+
+def test_remove_readings_on_exit_removes_our_processes(rig: Rig) -> None:
+    rig.kubelet.set_pods([gpu_pod("ns", "a", [A100_UUIDS[0]])])
+    rig.start()
+    eventually(
+        lambda: rig.overrides.exists() and process_names(rig.overrides) == {"0": ["ns/a/main"]}
+    )
+    rig.close()
+    assert rig.watcher.remove_readings(timeout=1)
+    assert parse_document(rig.overrides.read_text()) == {"version": 1}

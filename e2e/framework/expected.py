@@ -8,6 +8,7 @@ free = aperture - used.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,11 @@ from allocwatch.overrides import FILE_MODE, MEMORY_KEYS, remove_readings
 from allocwatch.profile import Device
 
 Readings = dict[str, dict[str, int]]
+Processes = dict[str, list[dict[str, Any]]]
+
+# The documented pid derivation (allocwatch.processes), written out again here.
+PID_BASE, PID_SPAN = 10_000_000, 90_000_000
+MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,32 @@ class Expectation:
     def idle(self) -> Readings:
         return self.readings({})
 
+    def processes(
+        self, namespace: str, pods: Mapping[str, Sequence[str]], resource: str, container: str
+    ) -> Processes:
+        """{"<index>": [entry, ...]}: each pod's claims (`pods`: name -> uuids) as NVML
+        processes, each holding its equal share of the device's used bytes in whole MiB."""
+        claims = sorted(
+            (namespace, pod, container, resource, uuid)
+            for pod, uuids in pods.items()
+            for uuid in uuids
+        )
+        counts = self.claims_for([claim[4] for claim in claims])
+        used = self.readings(counts)
+        out: Processes = {}
+        for claim in claims:
+            index = self.index_of(claim[4])
+            digest = hashlib.blake2b("\0".join(claim).encode(), digest_size=8).digest()
+            out.setdefault(str(index), []).append(
+                {
+                    "pid": PID_BASE + int.from_bytes(digest, "big") % PID_SPAN,
+                    "type": "C",
+                    "name": f"{namespace}/{claim[1]}/{container}"[:255],
+                    "used_memory_mib": used[str(index)]["used_bytes"] // counts[index] // MIB,
+                }
+            )
+        return out
+
     def claims_for(self, uuids: Sequence[str]) -> dict[int, int]:
         counts: dict[int, int] = {}
         for uuid in uuids:
@@ -76,6 +108,17 @@ def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
         if isinstance(bucket, Mapping) and isinstance(bucket.get("memory"), Mapping):
             out[str(key)] = dict(bucket["memory"])
     return out
+
+
+def process_lists(document: Mapping[str, object] | None) -> Processes:
+    """The `processes` lists of an overrides document, keyed by device index string."""
+    devices = (document or {}).get("devices") or {}
+    assert isinstance(devices, Mapping), devices
+    return {
+        str(key): list(bucket["processes"])
+        for key, bucket in devices.items()
+        if isinstance(bucket, Mapping) and "processes" in bucket
+    }
 
 
 def without_readings(

@@ -12,7 +12,7 @@ from typing import Any
 
 from . import timings
 from .diagnostics import Section
-from .expected import Readings, memory_readings
+from .expected import Processes, Readings, memory_readings, process_lists
 from .helm import Helm
 from .kubectl import KubectlError
 from .nodefiles import NodeFiles, script
@@ -94,6 +94,21 @@ class AllocwatchRelease:
         )
         timings.note(what, time.monotonic() - start)
         return readings
+
+    def wait_processes(self, expected: Processes, timeout: float, what: str) -> Processes:
+        """Poll the document until its `processes` lists equal `expected` (exactly)."""
+        start = time.monotonic()
+
+        # wrapped: an empty list of processes is a match, and wait_until waits while falsy
+        def matches() -> tuple[Processes] | None:
+            current = process_lists(self.read_document()[1])
+            return (current,) if current == expected else None
+
+        (found,) = wait_until(
+            matches, timeout, f"{what}: processes {expected}", diagnostics=self.pods.diagnostics
+        )
+        timings.note(what, time.monotonic() - start)
+        return found
 
     def diagnostics(self) -> list[Section]:
         return [

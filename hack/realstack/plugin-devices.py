@@ -13,8 +13,8 @@ import sys
 
 import grpc
 
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2 as dp
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
+from e2e.fakeplugin.deviceplugin.v1beta1 import api_pb2 as dp
+from e2e.fakeplugin.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 
 
 def main() -> int:

@@ -5,11 +5,22 @@ environment (LD_LIBRARY_PATH, MOCK_NVML_*) is set before it loads.
 
 Prints one JSON line when ready ({"ready": N}), then answers each stdin line
 with the memory of every device through nvmlDeviceGetMemoryInfo v1 and v2:
-{"devices": [{"v1": {...}, "v2": {...}}, ...]}. Errors become {"error": "..."}.
+{"devices": [{"v1": {...}, "v2": {...}}, ...]}. The line `processes` is
+answered instead with each device's compute processes, read as go-nvml and
+nvidia-smi read them: {"processes": [[{pid, used_bytes, name}, ...], ...],
+"pynvml": [...]}. Errors become {"error": "..."}.
+
+The processes come from nvmlDeviceGetComputeRunningProcesses_v3 called
+through ctypes with a sized buffer, and each name from
+nvmlSystemGetProcessName with go-nvml's 256-byte buffer. pynvml's own wrapper
+first asks for the count alone (no buffer); the mock answers that with
+SUCCESS where real NVML answers INSUFFICIENT_SIZE, and pynvml takes SUCCESS
+for "no processes". What the wrapper returns is reported beside, as "pynvml".
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 from typing import Any
@@ -39,6 +50,36 @@ def snapshot(count: int) -> dict[str, Any]:
     return {"devices": devices}
 
 
+# go-nvml's SYSTEM_PROCESS_NAME_BUFFER_SIZE
+NAME_BUFFER = 256
+SIZED_BUFFER = 64
+
+
+def processes(count: int) -> dict[str, Any]:
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetComputeRunningProcesses_v3")
+    name_fn = pynvml._nvmlGetFunctionPointer("nvmlSystemGetProcessName")
+    per_device, wrapper = [], []
+    for i in range(count):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+        n = ctypes.c_uint(SIZED_BUFFER)
+        buffer = (pynvml.c_nvmlProcessInfo_v3_t * SIZED_BUFFER)()
+        pynvml._nvmlCheckReturn(fn(handle, ctypes.byref(n), buffer))
+        entries = []
+        for info in buffer[: n.value]:
+            name = ctypes.create_string_buffer(NAME_BUFFER)
+            ret = name_fn(ctypes.c_uint(info.pid), name, ctypes.c_uint(NAME_BUFFER))
+            entries.append(
+                {
+                    "pid": info.pid,
+                    "used_bytes": info.usedGpuMemory,
+                    "name": name.value.decode() if ret == pynvml.NVML_SUCCESS else ret,
+                }
+            )
+        per_device.append(entries)
+        wrapper.append(len(pynvml.nvmlDeviceGetComputeRunningProcesses_v3(handle)))
+    return {"processes": per_device, "pynvml": wrapper}
+
+
 def main() -> None:
     try:
         pynvml.nvmlInit()
@@ -47,9 +88,9 @@ def main() -> None:
         print(json.dumps({"error": f"init: {exc}"}), flush=True)
         return
     print(json.dumps({"ready": count}), flush=True)
-    for _ in sys.stdin:
+    for line in sys.stdin:
         try:
-            out = snapshot(count)
+            out = processes(count) if line.strip() == "processes" else snapshot(count)
         except pynvml.NVMLError as exc:
             out = {"error": str(exc)}
         print(json.dumps(out), flush=True)

@@ -74,6 +74,15 @@ class Probe:
         devices: list[dict[str, Any]] = out["devices"]
         return devices
 
+    def read_processes(self) -> dict[str, Any]:
+        """Each device's compute processes, read with a sized buffer (see nvml_probe)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("processes\n")
+        self.proc.stdin.flush()
+        out = self._line()
+        assert "error" not in out, f"NVML error: {out['error']}"
+        return out
+
     def close(self) -> None:
         if self.proc.stdin:
             self.proc.stdin.close()

@@ -23,8 +23,10 @@ from tests.interop.upstream import (
     allocwatch_once,
     load,
     memory,
+    processes,
     same,
     wait_for,
+    without_processes,
 )
 
 
@@ -110,10 +112,16 @@ def test_same_where_upstream_is_right(
     assert same(memory(load(theirs)), want)
     assert same(memory(load(ours)), want)
 
-    # Drop-in: on upstream's own file, with the same state, we find nothing to change.
+    # Drop-in: on upstream's own file, with the same state, we find nothing to change
+    # (upstream publishes no processes, so neither do we for this comparison).
     before = (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes())
-    allocwatch_once(kubelet, config, theirs)
+    allocwatch_once(kubelet, config, theirs, "--no-processes")
     assert (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes()) == before
+    # By default the only change is a `processes` list on each claimed device.
+    upstream_doc = load(theirs)
+    allocwatch_once(kubelet, config, theirs)
+    assert same(without_processes(load(theirs)), upstream_doc)
+    assert sorted(processes(load(theirs))) == ["0", "1", "2", "3", "4"]
 
 
 def test_known_upstream_gaps(upstream: Upstream, config_dir: Path, kubelet: FakeKubelet) -> None:

@@ -158,6 +158,26 @@ def without_memory(doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def processes(doc: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """{"<i>": [entry, ...]} for every device bucket with a `processes` list."""
+    devices = doc.get("devices") or {}
+    return {str(i): b["processes"] for i, b in devices.items() if "processes" in (b or {})}
+
+
+def without_processes(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The document minus every `processes` key (and the maps that leaves empty)."""
+    out = copy.deepcopy(dict(doc))
+    devices = out.get("devices") or {}
+    for idx in list(devices):
+        if isinstance(devices[idx], dict):
+            devices[idx].pop("processes", None)
+            if not devices[idx]:
+                del devices[idx]
+    if "devices" in out and not out["devices"]:
+        del out["devices"]
+    return out
+
+
 def same(a: Any, b: Any) -> bool:
     """Equality that also demands equal types: 1, 1.0, True and "1" all differ."""
     if type(a) is not type(b):
@@ -181,7 +201,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, step: floa
         time.sleep(step)
 
 
-def allocwatch_once(kubelet: FakeKubelet, config: Path, overrides: Path) -> None:
+def allocwatch_once(kubelet: FakeKubelet, config: Path, overrides: Path, *extra: str) -> None:
     """Our watcher's one-shot publish, the counterpart of an upstream run."""
     proc = subprocess.run(
         [
@@ -197,6 +217,7 @@ def allocwatch_once(kubelet: FakeKubelet, config: Path, overrides: Path) -> None
             str(overrides),
             "--metrics-address",
             "",
+            *extra,
         ],
         cwd=REPO,
         capture_output=True,
