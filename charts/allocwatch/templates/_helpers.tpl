@@ -134,6 +134,9 @@ but the selector's: a pod the DaemonSet does not select could never be created.
 {{- range .Values.resourceNames }}
 - {{ printf "--resource-name=%s" . | quote }}
 {{- end }}
+{{- range .Values.draDrivers }}
+- {{ printf "--dra-driver=%s" . | quote }}
+{{- end }}
 {{- if .Values.metrics.enabled }}
 - {{ printf "--metrics-address=:%v" .Values.metrics.port | quote }}
 {{- else }}
