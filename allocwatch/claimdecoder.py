@@ -72,30 +72,33 @@ class ClaimDecoder:
         if not self._watches or not self._mentions_a_name.search(encoded):
             return [], 0
         pod = api_pb2.PodResources.FromString(encoded)
-        claims = [
-            Claim(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
-            for container in pod.containers
-            for devices in container.devices
-            if devices.resource_name in self.resource_names
-            for device_id in devices.device_ids
-        ]
+        claims: list[Claim] = []
         unnamed = 0
         for container in pod.containers:
-            for dynamic in container.dynamic_resources:
-                for resource in dynamic.claim_resources:
-                    if not (resource.driver_name and resource.device_name):
-                        unnamed += 1
+            claims += [
+                Claim(pod.namespace, pod.name, container.name, devices.resource_name, device_id)
+                for devices in container.devices
+                if devices.resource_name in self.resource_names
+                for device_id in devices.device_ids
+            ]
             if container.dynamic_resources:
-                claims.extend(self._dra_claims(pod, container))
+                dra, container_unnamed = self._dra_claims(pod, container)
+                claims += dra
+                unnamed += container_unnamed
         return claims, unnamed
 
     def _dra_claims(
         self, pod: api_pb2.PodResources, container: api_pb2.ContainerResources
-    ) -> list[Claim]:
+    ) -> tuple[list[Claim], int]:
+        """The container's DRA claims, and how many entries lack a driver or device name."""
         claims: dict[Claim, None] = {}  # an insertion-ordered set
+        unnamed = 0
         for dynamic in container.dynamic_resources:
             for resource in dynamic.claim_resources:
-                if resource.driver_name not in self.dra_drivers or not resource.device_name:
+                if not (resource.driver_name and resource.device_name):
+                    unnamed += 1
+                    continue
+                if resource.driver_name not in self.dra_drivers:
                     continue
                 share_id = resource.share_id if resource.HasField("share_id") else None
                 claim = Claim(
@@ -111,7 +114,7 @@ class ClaimDecoder:
                     share_id,
                 )
                 claims[claim] = None
-        return list(claims)
+        return list(claims), unnamed
 
 
 # The response's pods, each still encoded (EncodedPodResourcesList in

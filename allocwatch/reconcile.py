@@ -18,7 +18,7 @@ from allocwatch.profile import Device
 # NVIDIA's DRA device names: a full GPU `gpu-<minor>`, a MIG device
 # `gpu-<parentMinor>-mig-...`, which counts on its parent GPU. Anything else
 # (`gpu-vfio-<index>`, another driver's naming) matches no device.
-_DRA_GPU = re.compile(r"gpu-(\d+)(?:-mig-.*)?", re.ASCII | re.DOTALL)
+_DRA_GPU = re.compile(r"gpu-(0|[1-9][0-9]*)(?:-mig-.*)?", re.DOTALL)
 
 
 class MemoryReading(NamedTuple):

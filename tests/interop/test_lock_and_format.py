@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from allocwatch.publisher import OverridesPublisher
 from allocwatch.profile import load_devices
+from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
 from tests.interop.upstream import Ctl, Upstream, load, memory, same, without_memory
 
