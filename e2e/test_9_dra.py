@@ -39,7 +39,9 @@ def dra(stack: Stack, expect: Expectation, provider: Provider) -> Iterator[DraPl
 
 @pytest.fixture
 def dra_pods(dra: DraPlugin, deployed: Stack, request: pytest.FixtureRequest) -> Iterator[DraPods]:
-    pods = DraPods(dra, request.node.name.split("[")[0].replace("_", "-").lower()[:40].strip("-"))
+    # "dra-": gpu_pods names its pods after the test too
+    test = request.node.name.split("[")[0].replace("_", "-").lower()[:36].strip("-")
+    pods = DraPods(dra, f"dra-{test}")
     yield pods
     deployed.delete_gpu_pods(*pods.created)
     dra.delete_claims()
