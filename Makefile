@@ -21,6 +21,13 @@ UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 .PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
+.PHONY: help helm e2e-preflight
+
+## help: list the targets and what each does
+help:
+	@awk '/^## [a-z0-9-]+: / {sub(/^## /, ""); t = $$0; sub(/:.*/, "", t); sub(/^[^:]*: /, ""); printf "  %-18s %s\n", t, $$0}' $(firstword $(MAKEFILE_LIST))
+
+## venv: the project and its test extras in .venv
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,15 +35,29 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,e2e]'
 	touch $@
 
-## test: lint, then every unit, integration and chart test
-test: lint
-	$(PY) -m pytest tests --ignore=tests/interop
+# The helm the chart tests and e2e run, linked as $(VENV)/bin/helm and passed
+# on as HELM: the one HELM names (given to make or in the environment), else
+# the pinned one, which hack/install-helm.sh installs into the cache on first
+# use as `venv` installs the Python side. A PATH helm is not used: the tests
+# are pinned to one helm. An install that cannot work fails here, in one line.
+HELM_BIN := $(abspath $(VENV))/bin/helm
+
+## helm: link the pinned helm (or HELM) as .venv/bin/helm, installing it if need be
+helm: venv
+	@h=$${HELM:-$$(PYTHON=$(PY) HELM_LINK= hack/install-helm.sh)} || exit 1; \
+	p=$$(command -v "$$h") && [ -f "$$p" ] || { echo "make helm: HELM=$$h is not an executable file" >&2; exit 1; }; \
+	ln -sfn "$$(realpath "$$p")" $(HELM_BIN)
+
+## test: helm, lint, then every unit, integration and chart test
+test: helm lint
+	HELM=$(HELM_BIN) $(PY) -m pytest tests --ignore=tests/interop
 
 ## interop: against upstream nvml-mock-ctl and its mock libnvidia-ml.so (needs `make upstream`)
 # (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
 interop: venv $(UPSTREAM_TOOLS)
 	$(PY) -m pytest tests/interop
 
+## lint: ruff over the whole tree
 lint: venv
 	$(VENV)/bin/ruff check .
 
@@ -77,23 +98,33 @@ image-lock:
 image-fakeplugin:
 	$(DOCKER) build $(DOCKER_BUILD_FLAGS) -f image/Dockerfile --target fakeplugin $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE_REPO)-fakeplugin:$(IMAGE_TAG) .
 
+## image-size: the size of the image `make image` built
 image-size:
 	@set -o pipefail; $(DOCKER) image inspect -f '{{.Size}}' $(IMAGE) | awk '{printf "%s %.1f MiB\n", "$(IMAGE)", $$1/1048576}'
 
-## local single-node cluster (root; offline)
+# The local single-node cluster (root; offline): hack/cluster/README.md
+## cluster-up: start the local single-node cluster (root; builds it on first use)
 cluster-up:
 	hack/cluster/up.sh
+## cluster-down: stop the local cluster and undo what it did to the machine
 cluster-down:
 	hack/cluster/down.sh
+## cluster-images: build the project images and import them into the local cluster
 cluster-images: cluster-up
 	hack/cluster/images.sh
+## cluster-smoke: pods, logs, exec and a device plugin on the local cluster
 cluster-smoke: venv
 	PYTHON=$(PY) hack/cluster/smoke.sh
 
-## e2e: end-to-end on kind (the newcomer's main job)
-e2e: venv
-	$(PY) -m pytest e2e --provider=kind
+# Before anything is installed: every tool kind's e2e needs, checked in one
+# pass, and e2e-local named as the way without them.
+e2e-preflight:
+	@DOCKER=$(DOCKER) hack/e2e-preflight.sh
 
-## e2e-local: end-to-end on the offline single-node cluster (root)
-e2e-local: venv cluster-up cluster-images
-	$(PY) -m pytest e2e --provider=local
+## e2e: end-to-end on kind (needs kind, docker and kubectl; e2e-local needs none)
+e2e: e2e-preflight helm
+	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind
+
+## e2e-local: end-to-end on the offline single-node cluster (root, Debian 12; no kind)
+e2e-local: helm cluster-up cluster-images
+	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local

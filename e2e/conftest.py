@@ -134,10 +134,7 @@ def stack(
     )
     try:
         with timings.phase("deploy"):
-            s.deploy_helper()
-            gpus = len([d for d in s.node_devices() if d.uuid])
-            s.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
-            s.install_chart()
+            s.deploy()
     except BaseException:
         if not keep:
             try:
@@ -153,15 +150,15 @@ def stack(
 
 @pytest.fixture(scope="session")
 def expect(stack: Stack) -> Expectation:
-    return Expectation(stack.node_devices(), stack.settings.fraction)
+    return Expectation(stack.files.devices(), stack.settings.fraction)
 
 
 @pytest.fixture
 def deployed(stack: Stack, expect: Expectation) -> Stack:
     """The stack as every test starts from it: the default plugin, the chart installed."""
     gpus = len(expect.uuids)
-    stack.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
-    stack.ensure_chart()
+    stack.plugin.deploy(DEFAULT_PLUGIN_ARGS, allocatable=gpus, capacity=gpus)
+    stack.watcher.ensure()
     return stack
 
 
@@ -173,12 +170,12 @@ def gpu_pods(deployed: Stack, request: pytest.FixtureRequest) -> Iterator[GpuPod
 
     def create(gpus: int = 1) -> str:
         name = f"{base}-{len(created)}"
-        deployed.create_gpu_pod(name, gpus)
+        deployed.workloads.create(name, gpus)
         created.append(name)
         return name
 
     yield create
-    deployed.delete_gpu_pods(*created)
+    deployed.workloads.delete(*created)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -9,7 +9,7 @@ from e2e.framework.stack import Stack
 
 
 def test_idle_node_reads_used_zero_and_free_aperture(deployed: Stack, expect: Expectation) -> None:
-    readings = deployed.wait_readings(expect.idle(), 10, "an idle node")
+    readings = deployed.watcher.wait_readings(expect.idle(), 10, "an idle node")
     assert sorted(readings) == [str(d.index) for d in expect.devices if d.has_memory]
     for index, memory in readings.items():
         assert memory == {"used_bytes": 0, "free_bytes": expect.aperture(int(index))}
@@ -38,3 +38,12 @@ def test_expectations_match_the_staged_profile_literally(
     # 25367150589 * 0.75 = 19025362941.75, truncated; two claims clamp at the aperture.
     assert expect.readings({1: 1})["1"] == {"used_bytes": 19025362941, "free_bytes": 6341787648}
     assert expect.readings({1: 2})["1"] == {"used_bytes": 25367150589, "free_bytes": 0}
+
+
+def test_install_notes_count_the_nodes_the_selector_matches(deployed: Stack) -> None:
+    """helm's lookup against the real API server: the chart's NOTES name the match."""
+    deployed.watcher.ensure()
+    nodes = len(deployed.kubectl.get("nodes")["items"])
+    notes = deployed.watcher.notes
+    assert f"kubernetes.io/hostname={deployed.node}" in notes, notes
+    assert f"1 of the cluster's {nodes} node(s) match." in notes, notes

@@ -11,13 +11,13 @@ WITHIN = 10.0
 def test_one_gpu_pod_moves_its_gpu_and_only_it(
     deployed: Stack, expect: Expectation, gpu_pods: GpuPods
 ) -> None:
-    deployed.wait_readings(expect.idle(), WITHIN, "an idle node")
+    deployed.watcher.wait_readings(expect.idle(), WITHIN, "an idle node")
     pod = gpu_pods(gpus=1)
-    uuids = deployed.visible_devices(pod)
+    uuids = deployed.workloads.visible_devices(pod)
     assert len(uuids) == 1 and uuids[0] in expect.uuids, uuids
     index = expect.index_of(uuids[0])
 
-    readings = deployed.wait_readings(
+    readings = deployed.watcher.wait_readings(
         expect.readings({index: 1}), WITHIN, f"GPU {index} to rise within {WITHIN:g}s"
     )
     assert readings[str(index)]["used_bytes"] == expect.per_claim(index) > 0
@@ -27,5 +27,5 @@ def test_one_gpu_pod_moves_its_gpu_and_only_it(
         if i != str(index)
     )
 
-    deployed.delete_gpu_pods(pod)
-    deployed.wait_readings(expect.idle(), WITHIN, f"GPU {index} to return to idle")
+    deployed.workloads.delete(pod)
+    deployed.watcher.wait_readings(expect.idle(), WITHIN, f"GPU {index} to return to idle")

@@ -8,12 +8,12 @@ from e2e.framework.stack import GpuPods, Stack
 
 def test_two_gpu_pod_moves_both(deployed: Stack, expect: Expectation, gpu_pods: GpuPods) -> None:
     pod = gpu_pods(gpus=2)
-    uuids = deployed.visible_devices(pod)
+    uuids = deployed.workloads.visible_devices(pod)
     assert len(set(uuids)) == 2 and set(uuids) <= set(expect.uuids), uuids
     claims = expect.claims_for(uuids)
     assert list(claims.values()) == [1, 1]
 
-    deployed.wait_readings(expect.readings(claims), 10, f"GPUs {sorted(claims)} to rise")
+    deployed.watcher.wait_readings(expect.readings(claims), 10, f"GPUs {sorted(claims)} to rise")
 
-    deployed.delete_gpu_pods(pod)
-    deployed.wait_readings(expect.idle(), 10, "both GPUs to return to idle")
+    deployed.workloads.delete(pod)
+    deployed.watcher.wait_readings(expect.idle(), 10, "both GPUs to return to idle")

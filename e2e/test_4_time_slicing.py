@@ -22,18 +22,18 @@ def shared_uuid(deployed: Stack, expect: Expectation) -> Iterator[str]:
     for uuid in expect.uuids:
         if uuid != shared:
             args += ["--unhealthy", uuid]
-    deployed.deploy_plugin(args, allocatable=2, capacity=2 * len(expect.uuids))
+    deployed.plugin.deploy(args, allocatable=2, capacity=2 * len(expect.uuids))
     yield shared
     n = len(expect.uuids)
-    deployed.deploy_plugin(DEFAULT_PLUGIN_ARGS, allocatable=n, capacity=n)
+    deployed.plugin.deploy(DEFAULT_PLUGIN_ARGS, allocatable=n, capacity=n)
 
 
 def test_two_pods_on_one_time_sliced_gpu_read_twice_the_claim_clamped(
     deployed: Stack, expect: Expectation, shared_uuid: str, gpu_pods: GpuPods
 ) -> None:
     first, second = gpu_pods(gpus=1), gpu_pods(gpus=1)
-    assert deployed.visible_devices(first) == [shared_uuid]
-    assert deployed.visible_devices(second) == [shared_uuid]
+    assert deployed.workloads.visible_devices(first) == [shared_uuid]
+    assert deployed.workloads.visible_devices(second) == [shared_uuid]
     index = expect.index_of(shared_uuid)
 
     expected = expect.readings({index: 2})
@@ -41,9 +41,11 @@ def test_two_pods_on_one_time_sliced_gpu_read_twice_the_claim_clamped(
     assert expected[str(index)] == {"used_bytes": used, "free_bytes": expect.aperture(index) - used}
     if expect.fraction > 0.5:
         assert used == expect.aperture(index) < 2 * expect.per_claim(index)  # clamped
-    deployed.wait_readings(expected, 10, f"GPU {index} to read two claims")
+    deployed.watcher.wait_readings(expected, 10, f"GPU {index} to read two claims")
 
-    deployed.delete_gpu_pods(second)
-    deployed.wait_readings(expect.readings({index: 1}), 10, f"GPU {index} to read one claim")
-    deployed.delete_gpu_pods(first)
-    deployed.wait_readings(expect.idle(), 10, f"GPU {index} to return to idle")
+    deployed.workloads.delete(second)
+    deployed.watcher.wait_readings(
+        expect.readings({index: 1}), 10, f"GPU {index} to read one claim"
+    )
+    deployed.workloads.delete(first)
+    deployed.watcher.wait_readings(expect.idle(), 10, f"GPU {index} to return to idle")

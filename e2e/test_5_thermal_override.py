@@ -29,10 +29,10 @@ def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[dict[st
 
     Yields the document as it was found, less our readings; it is put back afterwards.
     """
-    deployed.wait_readings(expect.idle(), 10, "an idle node")
-    with deployed.foreign_keys_restored(expect.idle()) as found:
+    deployed.watcher.wait_readings(expect.idle(), 10, "an idle node")
+    with deployed.files.foreign_keys_restored(expect.idle()) as found:
         keys = [str(d.index) for d in expect.devices]
-        deployed.patch_overrides(
+        deployed.files.patch_overrides(
             {"devices": {k: {"thermal": THERMAL} for k in keys}, "all": {"performance_state": "P8"}}
         )
         yield found
@@ -55,21 +55,23 @@ def document(
 def test_a_publish_waits_for_the_lock_and_keeps_the_other_writers_keys(
     deployed: Stack, expect: Expectation, thermal_everywhere: dict[str, Any], gpu_pods: GpuPods
 ) -> None:
-    watcher = deployed.watcher_pod()  # named now: it turns unready while it cannot publish
-    blocked_before = deployed.watcher_metric(watcher, BLOCKED)
-    with deployed.holding_lock({"all": {"performance_state": "P0"}}) as held:
+    watcher = deployed.watcher.pod()  # named now: it turns unready while it cannot publish
+    blocked_before = deployed.watcher.metric(watcher, BLOCKED)
+    with deployed.files.holding_lock({"all": {"performance_state": "P0"}}) as held:
         pod = gpu_pods(gpus=1)
-        claims = expect.claims_for(deployed.visible_devices(pod))
+        claims = expect.claims_for(deployed.workloads.visible_devices(pod))
         wait_until(
-            lambda: deployed.watcher_metric(watcher, BLOCKED) > blocked_before,
+            lambda: deployed.watcher.metric(watcher, BLOCKED) > blocked_before,
             30,
             "the watcher's publish to wait for the lock and give up",
             diagnostics=deployed.diagnostics,
         )
     assert not held["changed_while_held"], held
-    deployed.wait_readings(expect.readings(claims), 10, "the claim published after the lock")
-    assert deployed.read_document()[1] == document(expect, claims, "P0", thermal_everywhere)
+    deployed.watcher.wait_readings(
+        expect.readings(claims), 10, "the claim published after the lock"
+    )
+    assert deployed.watcher.read_document()[1] == document(expect, claims, "P0", thermal_everywhere)
 
-    deployed.delete_gpu_pods(pod)
-    deployed.wait_readings(expect.idle(), 10, "the node to return to idle")
-    assert deployed.read_document()[1] == document(expect, {}, "P0", thermal_everywhere)
+    deployed.workloads.delete(pod)
+    deployed.watcher.wait_readings(expect.idle(), 10, "the node to return to idle")
+    assert deployed.watcher.read_document()[1] == document(expect, {}, "P0", thermal_everywhere)

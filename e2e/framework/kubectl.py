@@ -62,11 +62,18 @@ class Kubectl:
         return self.run(*args, "--", *argv, timeout=timeout)
 
     def logs(
-        self, namespace: str, pod: str, container: str | None = None, tail: int | None = None
+        self,
+        namespace: str,
+        pod: str,
+        container: str | None = None,
+        tail: int | None = None,
+        previous: bool = False,
     ) -> str:
         args = ["logs", "-n", namespace, pod]
         if container:
             args += ["-c", container]
         if tail is not None:
             args += [f"--tail={tail}"]
+        if previous:
+            args.append("--previous")
         return self.run(*args)

@@ -7,11 +7,15 @@
 #      then SIGKILL);
 #   3. remove leftovers a killed kubelet/containerd may leave: containers,
 #      mounts under /var/lib/kubelet, /run/netns/cni-* and containerd's run
-#      dir, the cni0 bridge, CNI-* iptables chains, IP leases, pod cgroups;
+#      dir, the cni0 bridge, IP leases, and what is new since cluster-up in
+#      iptables/ip6tables (KUBE-*, CNI-*) and the cgroups (kubepods, docker);
 #   4. remove the etcd data and kubelet state, so the next cluster-up starts
-#      from an empty API.
+#      from an empty API;
+#   5. fail if a process, mount, cni0, or anything new in iptables, ip6tables
+#      or the cgroups is left.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/hoststate.sh"
 
 [ "$(id -u)" = 0 ] || die "run as root"
 bin_dirs
@@ -104,31 +108,24 @@ if ip link show cni0 >/dev/null 2>&1; then
   ip link delete cni0
 fi
 
-# CNI-* chains come from the bridge (ipMasq), portmap and firewall plugins.
-# Drop the jumps from the built-in chains, then flush and delete the chains.
-if $ours_network; then
-  for table in filter nat; do
-    jumps=$(iptables -t "$table" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j CNI-' | grep -vE '^-A CNI-' || true)
-    while read -r rule; do
-      # iptables -S quotes comments shell-style, hence eval.
-      [ -z "$rule" ] || eval "iptables -t $table ${rule/-A /-D }" 2>/dev/null || true
-    done <<<"$jumps"
-    chains=$(iptables -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
-    for c in $chains; do iptables -t "$table" -F "$c" 2>/dev/null || true; done
-    for c in $chains; do iptables -t "$table" -X "$c" 2>/dev/null || true; done
-  done
+# iptables and ip6tables (every table) and top-level cgroups: what is new
+# since cluster-up's record and ours by name (hoststate.sh). Without a record
+# (a cluster started before records were kept) only when a cluster of ours
+# ran here, by name alone.
+ours_host=$ours_network
+{ [ -d "$HOST_BEFORE" ] || [ -f "$STATE/kubelet-config.yaml" ]; } && ours_host=true
+if $ours_host; then
+  for fam in $IPT_FAMILIES; do host_clean_iptables "$fam"; done
 else
-  log "no pod network of ours was recorded: leaving CNI-* iptables chains alone"
+  log "no cluster of ours was recorded: leaving iptables and cgroups alone"
 fi
 
 rm -rf /var/lib/cni/networks/k8s-pod-network /var/lib/cni/results/k8s-pod-network-*
 rm -f /etc/cni/net.d/10-k8s-bridge.conflist
 
-# Empty pod cgroups the kubelet leaves when it stops (rmdir only removes
-# empty cgroups, so nothing alive is touched).
-for d in /sys/fs/cgroup/*/kubepods; do
-  if [ -d "$d" ]; then find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
-done
+# Empty cgroups the kubelet (kubepods) and our dockerd (docker) leave when
+# they stop.
+if $ours_host; then host_clean_cgroups; fi
 
 # --------------------------------------------------------------- 4. state
 if findmnt -rn -o TARGET | grep -qE '^/var/lib/kubelet(/|$)'; then
@@ -146,4 +143,10 @@ ip link show cni0 >/dev/null 2>&1 && die "cni0 still present"
 if findmnt -rn -o TARGET | grep -qE '^(/var/lib/kubelet(/|$)|/run/netns/cni-)'; then
   die "mounts remain: $(findmnt -rn -o TARGET | grep -E '^(/var/lib/kubelet(/|$)|/run/netns/cni-)' | tr '\n' ' ')"
 fi
+if $ours_host; then
+  leftovers=$(host_leftovers)
+  [ -z "$leftovers" ] || die "left on the machine since cluster-up (record in $HOST_BEFORE):
+$leftovers"
+fi
+rm -rf "$HOST_BEFORE"
 log "cluster down; caches kept in $CACHE, logs in $LOGDIR"

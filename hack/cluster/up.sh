@@ -7,6 +7,7 @@
 # and then waits until the node is Ready and the default ServiceAccount exists.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/hoststate.sh"
 
 [ "$(id -u)" = 0 ] || die "run as root: the kubelet and containerd manage cgroups, mounts and iptables"
 started=$(date +%s)
@@ -19,7 +20,7 @@ declare -A PKGS=(
   [containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
   [iptables]=iptables [/bin/busybox]=busybox-static [gcc]=gcc [openssl]=openssl
   [curl]=curl [ip]=iproute2 [mount]=mount [findmnt]=util-linux [sysctl]=procps
-  [dpkg-query]=dpkg
+  [dpkg-query]=dpkg [nft]=nftables
 )
 missing=()
 for bin in "${!PKGS[@]}"; do
@@ -35,6 +36,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The machine's iptables and cgroups before anything of ours runs, which
+# cluster-down puts back (hoststate.sh).
+host_record
 
 # ---------------------------------------------------------------- binaries
 "$CLUSTER_DIR/build.sh"

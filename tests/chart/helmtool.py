@@ -14,6 +14,8 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "charts" / "allocwatch"
+# Scenario values, as chart-testing reads them (`ci/*-values.yaml`).
+SCENARIOS = sorted((CHART / "ci").glob("*-values.yaml"))
 RELEASE = "aw"
 NAMESPACE = "gpu-sim"
 
@@ -72,18 +74,17 @@ class Helm:
         self.tmp = tmp
         self._files = 0
 
-    def run(self, *args: str) -> Result:
+    def run(self, *args: str, kubeconfig: Path | None = None) -> Result:
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(self.tmp / "cache"),
+            "HELM_CONFIG_HOME": str(self.tmp / "config"),
+            "HELM_DATA_HOME": str(self.tmp / "data"),
+        }
+        if kubeconfig is not None:
+            env["KUBECONFIG"] = str(kubeconfig)
         proc = subprocess.run(
-            [self.binary, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={
-                **os.environ,
-                "HELM_CACHE_HOME": str(self.tmp / "cache"),
-                "HELM_CONFIG_HOME": str(self.tmp / "config"),
-                "HELM_DATA_HOME": str(self.tmp / "data"),
-            },
+            [self.binary, *args], capture_output=True, text=True, timeout=60, env=env
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
 

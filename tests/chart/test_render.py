@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from allocwatch.cli import build_parser
+from tests.chart.fakeapiserver import api_server
 from tests.chart.helmtool import CHART, NAMESPACE, RELEASE, REPO_ROOT, Helm, container, only
 
 RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount"}
@@ -70,6 +72,8 @@ def test_container_runs_the_watcher_from_the_image(helm: Helm) -> None:
     assert c["image"] == "localhost/allocwatch:0.1.0"
     assert c["imagePullPolicy"] == "IfNotPresent"
     assert "command" not in c, "the image's ENTRYPOINT is allocwatch"
+    # a refused flag (exit 2) is read in `kubectl describe`, not only in the logs
+    assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"} in c["env"]
 
 
@@ -405,12 +409,18 @@ def test_interval_at_the_edges_of_the_watchers_range_renders(helm: Helm, interva
 
 
 @pytest.mark.parametrize("interval", ["9ms", "9999us", "0.009", "24h1ms", "86401", 86401, "5ms"])
-def test_interval_the_watcher_would_refuse_fails_clearly(helm: Helm, interval: Any) -> None:
-    """The watcher exits 2 outside 10ms..24h; the chart says so instead of a crash loop."""
-    assert not watcher_accepts_interval(interval)
-    result = helm.template({"interval": interval})
-    assert result.returncode != 0
-    assert f"interval {interval} is outside 10ms..24h" in result.stderr, result.stderr
+def test_interval_the_watcher_would_refuse_is_passed_on_for_it_to_refuse(
+    helm: Helm, interval: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The watcher exits 2 outside 10ms..24h, naming the flag; the chart does not re-check."""
+    args = container(helm.render({"interval": interval}))["args"]
+    assert f"--interval={interval}" in args
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(args)
+    assert exited.value.code == 2
+    assert f"argument --interval: '{interval}' must be between 10ms and 24h" in (
+        capsys.readouterr().err
+    )
 
 
 def test_service_without_metrics_fails_clearly(helm: Helm) -> None:
@@ -472,9 +482,14 @@ def test_a_long_numeric_image_tag_keeps_its_digits(helm: Helm, tag: int) -> None
 
 
 def test_a_numeric_image_tag_too_long_for_yaml_is_refused(helm: Helm) -> None:
+    # Past 2^53 a float64 has lost digits: the schema refuses it, and the
+    # value's description says to quote it.
     result = helm.template({"image": {"tag": 20240101214500123}})
     assert result.returncode != 0
-    assert "image.tag" in result.stderr and "quote it" in result.stderr
+    assert "at '/image/tag': maximum" in result.stderr, result.stderr
+    assert container(helm.render({"image": {"tag": "20240101214500123"}}))["image"].endswith(
+        ":20240101214500123"
+    )
 
 
 def test_notes_explain_how_to_verify_and_warn_about_the_sidecar(helm: Helm) -> None:
@@ -495,3 +510,70 @@ def test_notes_follow_the_values(helm: Helm) -> None:
     assert "claims every 2s" in notes
     assert "DRA (gpu.nvidia.com)" in notes
     assert "Without a readiness probe" in notes and "/metrics" not in notes
+
+
+def notes(result: Any) -> str:
+    assert result.returncode == 0, result.stderr
+    return str(result.stdout.split("NOTES:", 1)[1])
+
+
+def test_notes_say_what_the_node_selector_expects_and_how_to_check(helm: Helm) -> None:
+    """Without a cluster to ask (helm template, --dry-run=client) the notes say so."""
+    text = notes(helm.run("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE))
+    assert "runs only on nodes labelled nvidia.com/gpu.present=true" in text
+    assert "nvml-mock's setup labels the nodes it serves" in text
+    assert "did not list the cluster's nodes" in text
+    assert "kubectl get nodes -l nvidia.com/gpu.present=true" in text
+    assert "WARNING" not in text
+
+
+def test_notes_follow_a_custom_or_empty_node_selector(helm: Helm) -> None:
+    args = ("install", RELEASE, str(CHART), "--dry-run=client", "-n", NAMESPACE)
+    custom = notes(helm.run(*args, "--set", "nodeSelector.gpu=yes"))
+    assert "kubectl get nodes -l gpu=yes,nvidia.com/gpu.present=true" in custom
+    empty = notes(helm.run(*args, "--set", "nodeSelector.nvidia\\.com/gpu\\.present=null"))
+    assert "nodeSelector is empty, so the DaemonSet runs on every node" in empty
+    assert "did not list" not in empty
+
+
+def install_against(
+    helm: Helm, nodes: dict[str, dict[str, str]], tmp: Path, *extra: str, may_list: bool = True
+) -> str:
+    """NOTES of a server-side dry run against an API server that holds `nodes`."""
+    with api_server(nodes, tmp, may_list_nodes=may_list) as kubeconfig:
+        result = helm.run(
+            "install", RELEASE, str(CHART), "-n", NAMESPACE, "--dry-run=server",
+            "--disable-openapi-validation", *extra, kubeconfig=kubeconfig,
+        )  # fmt: skip
+    return notes(result)
+
+
+def test_notes_warn_when_no_node_matches(helm: Helm, tmp_path: Path) -> None:
+    text = install_against(helm, {"n1": {"kubernetes.io/os": "linux"}, "n2": {}}, tmp_path)
+    assert "WARNING: none of the cluster's 2 node(s) has these labels" in text
+    assert "schedules no pod (DESIRED 0)" in text
+    assert "kubectl label node <node> nvidia.com/gpu.present=true" in text
+    assert "did not list" not in text
+
+
+def test_notes_count_the_matching_nodes(helm: Helm, tmp_path: Path) -> None:
+    gpu = {"nvidia.com/gpu.present": "true"}
+    nodes = {"n1": gpu, "n2": {"nvidia.com/gpu.present": "false"}, "n3": {**gpu, "x": "y"}}
+    text = install_against(helm, nodes, tmp_path)
+    assert "2 of the cluster's 3 node(s) match." in text
+    assert "WARNING" not in text
+    both = install_against(helm, nodes, tmp_path, "--set", "nodeSelector.x=y")
+    assert "1 of the cluster's 3 node(s) match." in both
+
+
+def test_an_account_that_may_not_list_nodes_installs_with_lookup_nodes_off(
+    helm: Helm, tmp_path: Path
+) -> None:
+    with api_server({}, tmp_path, may_list_nodes=False) as kubeconfig:
+        args = ("install", RELEASE, str(CHART), "-n", NAMESPACE, "--dry-run=server")
+        args += ("--disable-openapi-validation",)
+        refused = helm.run(*args, kubeconfig=kubeconfig)
+        assert refused.returncode != 0 and "forbidden" in refused.stderr.lower()
+        allowed = helm.run(*args, "--set", "lookupNodes=false", kubeconfig=kubeconfig)
+    text = notes(allowed)
+    assert "did not list the cluster's nodes" in text and "lookupNodes=false" in text

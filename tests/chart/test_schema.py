@@ -1,4 +1,9 @@
-"""values.schema.json rejects bad values with a message naming the value."""
+"""values.schema.json rejects values of the wrong type or shape, naming the value.
+
+Values that only become a flag are the watcher's to check: it exits 2 naming
+the flag, so a value it refuses is rendered as given and refused by the
+watcher's own parser (test_a_value_only_the_watcher_checks_is_refused_by_it).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.chart.helmtool import Helm
+from allocwatch.cli import build_parser
+from tests.chart.helmtool import Helm, container
 
 SCHEMA_ERROR = "values don't meet the specifications of the schema"
 
@@ -14,18 +20,7 @@ SCHEMA_ERROR = "values don't meet the specifications of the schema"
 @pytest.mark.parametrize(
     ("values", "path", "message"),
     [
-        ({"usedFractionPerClaim": 0}, "/usedFractionPerClaim", "exclusiveMinimum"),
-        ({"usedFractionPerClaim": -0.1}, "/usedFractionPerClaim", "exclusiveMinimum"),
-        ({"usedFractionPerClaim": 1.5}, "/usedFractionPerClaim", "maximum"),
-        ({"usedFractionPerClaim": "1.5"}, "/usedFractionPerClaim", "does not match pattern"),
-        ({"usedFractionPerClaim": "half"}, "/usedFractionPerClaim", "does not match pattern"),
         ({"usedFractionPerClaim": True}, "/usedFractionPerClaim", "want number"),
-        ({"interval": "2x"}, "/interval", "does not match pattern"),
-        ({"interval": "2 s"}, "/interval", "does not match pattern"),
-        ({"interval": "-1s"}, "/interval", "does not match pattern"),
-        ({"interval": "0s"}, "/interval", "does not match pattern '[1-9]'"),
-        ({"interval": ""}, "/interval", "does not match pattern"),
-        ({"interval": 0}, "/interval", "exclusiveMinimum"),
         ({"podResourcesSocket": ""}, "/podResourcesSocket", "minLength"),
         ({"podResourcesSocket": "kubelet.sock"}, "/podResourcesSocket", "does not match"),
         ({"podResourcesSocket": "/kubelet.sock"}, "/podResourcesSocket", "does not match"),
@@ -35,15 +30,15 @@ SCHEMA_ERROR = "values don't meet the specifications of the schema"
         ({"nvmlMockRoot": "/var/lib/nvml-mock/"}, "/nvmlMockRoot", "does not match"),
         ({"resourceNames": "nvidia.com/gpu"}, "/resourceNames", "want array"),
         ({"resourceNames": []}, "/resourceNames", "minItems"),
-        ({"resourceNames": ["gpu"]}, "/resourceNames/0", "does not match"),
+        ({"resourceNames": [1]}, "/resourceNames/0", "want string"),
+        ({"interval": True}, "/interval", "got boolean, want number or string"),
+        ({"logLevel": 3}, "/logLevel", "want string"),
+        ({"image": {"tag": 1.5}}, "/image/tag", "want integer or string"),
         ({"draDrivers": "gpu.nvidia.com"}, "/draDrivers", "want array"),
         ({"draDrivers": []}, "/draDrivers", "minItems"),
-        ({"draDrivers": ["nvidia.com/gpu"]}, "/draDrivers/0", "does not match"),
-        ({"draDrivers": ["GPU.nvidia.com"]}, "/draDrivers/0", "does not match"),
+        ({"draDrivers": [1]}, "/draDrivers/0", "want string"),
         ({"extraArgs": "--once"}, "/extraArgs", "want array"),
         ({"extraArgs": [1]}, "/extraArgs/0", "want string"),
-        ({"logFormat": "xml"}, "/logFormat", "value must be one of"),
-        ({"logLevel": "trace"}, "/logLevel", "value must be one of"),
         ({"metrics": {"port": 0}}, "/metrics/port", "minimum"),
         (
             {"metrics": {"serviceMonitor": {"interval": "30"}}},
@@ -75,10 +70,6 @@ def test_schema_rejects(helm: Helm, values: dict[str, Any], path: str, message: 
 @pytest.mark.parametrize(
     ("flag", "path"),
     [
-        ("usedFractionPerClaim=0", "/usedFractionPerClaim"),
-        ("usedFractionPerClaim=1.5", "/usedFractionPerClaim"),
-        ("usedFractionPerClaim=0.0", "/usedFractionPerClaim"),
-        ("interval=2x", "/interval"),
         ("podResourcesSocket=", "/podResourcesSocket"),
         ("resourceNames=nvidia.com/gpu", "/resourceNames"),
     ],
@@ -108,3 +99,52 @@ def test_schema_rejects_set_flags(helm: Helm, flag: str, path: str) -> None:
 def test_schema_accepts(helm: Helm, values: dict[str, Any]) -> None:
     result = helm.template(values)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "refusal"),
+    [
+        ({"usedFractionPerClaim": 0}, "argument --used-fraction: '0' must be in (0, 1]"),
+        ({"usedFractionPerClaim": -0.1}, "argument --used-fraction: '-0.1' must be in (0, 1]"),
+        ({"usedFractionPerClaim": 1.5}, "argument --used-fraction: '1.5' must be in (0, 1]"),
+        ({"usedFractionPerClaim": "1.5"}, "argument --used-fraction: '1.5' must be in (0, 1]"),
+        ({"usedFractionPerClaim": "half"}, "argument --used-fraction: 'half' is not a number"),
+        ({"interval": "2x"}, "argument --interval: '2x' is not a duration"),
+        ({"interval": "2 s"}, "argument --interval: '2 s' is not a duration"),
+        ({"interval": "-1s"}, "argument --interval: '-1s' must be between 10ms and 24h"),
+        ({"interval": "0s"}, "argument --interval: '0s' must be between 10ms and 24h"),
+        ({"interval": ""}, "argument --interval: empty duration"),
+        ({"interval": 0}, "argument --interval: '0' must be between 10ms and 24h"),
+        ({"resourceNames": ["gpu"]}, "argument --resource-name: 'gpu' is not an extended"),
+        ({"logFormat": "xml"}, "argument --log-format: invalid choice: 'xml'"),
+        ({"logLevel": "trace"}, "argument --log-level: invalid choice: 'trace'"),
+    ],
+)
+def test_a_value_only_the_watcher_checks_is_refused_by_it(
+    helm: Helm, values: dict[str, Any], refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chart passes the value on; the watcher's parser exits 2 naming flag and value."""
+    args = container(helm.render(values))["args"]
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(args)
+    assert exited.value.code == 2
+    assert refusal in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "refusal"),
+    [
+        ("usedFractionPerClaim=0", "argument --used-fraction: '0' must be in (0, 1]"),
+        ("usedFractionPerClaim=1.5", "argument --used-fraction: '1.5' must be in (0, 1]"),
+        ("usedFractionPerClaim=0.0", "argument --used-fraction: '0.0' must be in (0, 1]"),
+        ("interval=2x", "argument --interval: '2x' is not a duration"),
+    ],
+)
+def test_a_set_flag_only_the_watcher_checks_is_refused_by_it(
+    helm: Helm, flag: str, refusal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = container(helm.render(None, "--set", flag))["args"]
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(args)
+    assert exited.value.code == 2
+    assert refusal in capsys.readouterr().err

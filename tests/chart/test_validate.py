@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
 import yaml
 
-from tests.chart.helmtool import CHART, Helm, container, only
+from tests.chart.helmtool import CHART, SCENARIOS, Helm, container, only
 
 # kubernetes-validate bundles core Kubernetes schemas only, not CRDs.
 NOT_IN_CORE_SCHEMAS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
@@ -28,56 +29,7 @@ OLDEST = claimed_floor()
 NEWEST = kubernetes_validate.latest_version()
 VERSIONS = [OLDEST, NEWEST]
 
-VALUE_SETS: dict[str, dict[str, Any]] = {
-    "defaults": {},
-    "k0s-socket": {"podResourcesSocket": "/var/lib/k0s/kubelet/pod-resources/kubelet.sock"},
-    "metrics-on": {
-        "metrics": {
-            "service": {"enabled": True, "type": "NodePort", "annotations": {"a": "b"}},
-            "serviceMonitor": {
-                "enabled": True,
-                "labels": {"release": "prom"},
-                "relabelings": [{"action": "labeldrop", "regex": "pod"}],
-            },
-        }
-    },
-    "metrics-off": {"metrics": {"enabled": False}},
-    "everything": {
-        "interval": "2s",
-        "usedFractionPerClaim": 0.25,
-        "nvmlMockRoot": "/opt/nvml-mock",
-        "resourceNames": ["nvidia.com/gpu"],
-        "logFormat": "json",
-        "keepReadingsOnExit": True,
-        "extraArgs": ["--dial-timeout=30s"],
-        "extraEnv": [{"name": "TZ", "value": "UTC"}],
-        "image": {
-            "repository": "registry.example/aw",
-            "tag": "dev",
-            "digest": "sha256:" + "0" * 64,
-            "pullPolicy": "Always",
-        },
-        "imagePullSecrets": [{"name": "regcred"}],
-        "priorityClassName": "system-node-critical",
-        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
-        "podAnnotations": {"example.com/a": "1"},
-        "podLabels": {"team": "gpu"},
-        "affinity": {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}
-                            ]
-                        }
-                    ]
-                }
-            }
-        },
-        "readinessProbe": {"initialDelaySeconds": 1, "periodSeconds": 2},
-    },
-}
+SCENARIO_NAMES = [path.name.removesuffix("-values.yaml") for path in SCENARIOS]
 
 
 def validate_all(objects: list[dict[str, Any]], version: str) -> list[str]:
@@ -97,13 +49,18 @@ def test_versions_are_bundled() -> None:
     assert OLDEST != NEWEST
 
 
+def test_the_scenarios_cover_the_optional_objects() -> None:
+    names = set(SCENARIO_NAMES)
+    assert {"default", "metrics-on", "metrics-off", "everything"} <= names, names
+
+
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("name", list(VALUE_SETS))
-def test_manifests_validate_strictly(helm: Helm, name: str, version: str) -> None:
-    objects = helm.render(VALUE_SETS[name], kube_version=f"v{version}")
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_NAMES)
+def test_manifests_validate_strictly(helm: Helm, scenario: Path, version: str) -> None:
+    objects = helm.render(None, "-f", str(scenario), kube_version=f"v{version}")
     checked = validate_all(objects, version)
     assert "DaemonSet" in checked
-    if name == "metrics-on":
+    if scenario.name == "metrics-on-values.yaml":
         assert checked == ["Service", "DaemonSet"]
 
 
@@ -127,12 +84,9 @@ def test_kube_version_below_the_floor_is_refused(helm: Helm) -> None:
     assert "kubeVersion" in result.stderr or "incompatible" in result.stderr, result.stderr
 
 
-@pytest.mark.parametrize("name", list(VALUE_SETS))
-def test_helm_lint_strict(helm: Helm, name: str) -> None:
-    args = ["lint", "--strict", str(CHART)]
-    if VALUE_SETS[name]:
-        args += ["-f", str(helm.values_file(VALUE_SETS[name]))]
-    result = helm.run(*args)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=SCENARIO_NAMES)
+def test_helm_lint_strict(helm: Helm, scenario: Path) -> None:
+    result = helm.run("lint", "--strict", str(CHART), "-f", str(scenario))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[WARNING]" not in result.stdout
     assert "[ERROR]" not in result.stdout

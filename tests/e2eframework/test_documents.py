@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from e2e.framework.expected import merged, without_readings
-from e2e.framework.stack import NODE_SCRIPTS
+from e2e.framework.nodefiles import NODE_SCRIPTS
 
 # A document as a real nvml-mock node might hold it: a user's overrides,
 # nulls and empty maps included, beside allocwatch's readings.

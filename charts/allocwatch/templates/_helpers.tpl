@@ -48,106 +48,14 @@ but the selector's: a pod the DaemonSet does not select could never be created.
 {{- toYaml (merge (dict) (.Values.podLabels | default dict) (include "allocwatch.labels" . | fromYaml)) }}
 {{- end }}
 
-{{/* repository[:tag][@digest]; the tag defaults to appVersion. */}}
+{{/*
+repository:tag[@digest]; the tag defaults to appVersion. A number from a
+values file arrives as a float64, which would print as 2.0240101e+07: it is
+written as the integer it is (the schema caps it where float64 stays exact).
+*/}}
 {{- define "allocwatch.image" -}}
 {{- $tag := .Values.image.tag | default .Chart.AppVersion }}
-{{- if kindIs "float64" $tag }}
-{{- /* A number from a values file is a float64, which toString writes as 2.0240101e+07 from seven digits on. */}}
-{{- if gt $tag 9007199254740992.0 }}
-{{- fail (printf "image.tag %v: a number this long loses digits on its way through YAML; quote it" $tag) }}
-{{- end }}
-{{- $tag = int64 $tag }}
-{{- end }}
-{{- $tag = toString $tag }}
-{{- if .Values.image.digest }}
-{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
-{{- else }}
-{{- printf "%s:%s" .Values.image.repository $tag }}
-{{- end }}
-{{- end }}
-
-{{/* The metrics Service exists when asked for, or when a ServiceMonitor needs it. */}}
-{{- define "allocwatch.serviceEnabled" -}}
-{{- if and .Values.metrics.enabled (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}true{{ end }}
-{{- end }}
-
-{{/* An interval given as plain seconds ("0.5", 2) rather than a Go duration. */}}
-{{- define "allocwatch.plainSeconds" -}}
-{{- if regexMatch "^([0-9]+(\\.[0-9]*)?|\\.[0-9]+)$" (toString . | trim) }}true{{ end }}
-{{- end }}
-
-{{/* The interval as the user reads it: plain seconds get their unit. */}}
-{{- define "allocwatch.intervalText" -}}
-{{- $text := toString .Values.interval | trim }}
-{{- if include "allocwatch.plainSeconds" $text }}{{ $text }}s{{ else }}{{ $text }}{{ end }}
-{{- end }}
-
-{{/* The interval in seconds, read as the watcher reads it (the schema has checked its syntax). */}}
-{{- define "allocwatch.intervalSeconds" -}}
-{{- $text := toString .Values.interval | trim }}
-{{- if include "allocwatch.plainSeconds" $text }}
-{{- float64 $text }}
-{{- else }}
-{{- $unit := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "μs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 }}
-{{- $seconds := 0.0 }}
-{{- range regexFindAll "([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)" $text -1 }}
-{{- $number := regexFind "^[0-9.]+" . }}
-{{- $seconds = addf $seconds (mulf (float64 $number) (get $unit (trimPrefix $number .))) }}
-{{- end }}
-{{- $seconds }}
-{{- end }}
-{{- end }}
-
-{{/* Checks that values.schema.json cannot express. */}}
-{{- define "allocwatch.validate" -}}
-{{- /* The watcher exits 2 on an interval outside 10ms..24h: fail here, not in a crash loop. */}}
-{{- $interval := include "allocwatch.intervalSeconds" . | float64 }}
-{{- if or (lt $interval 0.01) (gt $interval 86400.0) }}
-{{- fail (printf "interval %v is outside 10ms..24h, the range the watcher accepts" .Values.interval) }}
-{{- end }}
-{{- if and (not .Values.metrics.enabled) (or .Values.metrics.service.enabled .Values.metrics.serviceMonitor.enabled) }}
-{{- fail "metrics.service.enabled and metrics.serviceMonitor.enabled need metrics.enabled=true" }}
-{{- end }}
-{{- $strategy := .Values.updateStrategy | default dict }}
-{{- if ne ($strategy.type | default "RollingUpdate") "OnDelete" }}
-{{- with $strategy.rollingUpdate }}
-{{- /* Values merge maps, so a maxSurge meets the default maxUnavailable. */}}
-{{- $zero := list "0" "0%" }}
-{{- $surge := has (toString (.maxSurge | default 0)) $zero | not }}
-{{- $unavailable := has (toString (.maxUnavailable | default 0)) $zero | not }}
-{{- if and $surge $unavailable }}
-{{- fail "updateStrategy.rollingUpdate: maxSurge needs maxUnavailable=0 (the API server rejects both non-zero)" }}
-{{- end }}
-{{- if not (or $surge $unavailable) }}
-{{- fail "updateStrategy.rollingUpdate: maxUnavailable and maxSurge cannot both be 0 (the rollout could never start)" }}
-{{- end }}
-{{- end }}
-{{- end }}
-{{- end }}
-
-{{/* The watcher's command line, built from values. */}}
-{{- define "allocwatch.args" -}}
-- {{ printf "--socket=%s" .Values.podResourcesSocket | quote }}
-- {{ printf "--driver-root=%s/driver" .Values.nvmlMockRoot | quote }}
-- {{ printf "--interval=%v" .Values.interval | quote }}
-- {{ printf "--used-fraction=%v" .Values.usedFractionPerClaim | quote }}
-{{- range .Values.resourceNames }}
-- {{ printf "--resource-name=%s" . | quote }}
-{{- end }}
-{{- range .Values.draDrivers }}
-- {{ printf "--dra-driver=%s" . | quote }}
-{{- end }}
-{{- if .Values.metrics.enabled }}
-- {{ printf "--metrics-address=:%v" .Values.metrics.port | quote }}
-{{- else }}
-- "--metrics-address="
-{{- end }}
-- {{ printf "--log-format=%s" .Values.logFormat | quote }}
-- {{ printf "--log-level=%s" .Values.logLevel | quote }}
-{{- if .Values.keepReadingsOnExit }}
-- "--keep-readings-on-exit"
-{{- end }}
-{{- range .Values.extraArgs }}
-- {{ . | quote }}
-{{- end }}
+{{- if kindIs "float64" $tag }}{{ $tag = int64 $tag }}{{ end }}
+{{- printf "%s:%v" .Values.image.repository $tag }}
+{{- with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
