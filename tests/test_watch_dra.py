@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from allocwatch.outcome import PollOutcome
 from allocwatch.podresources import PodResourcesClient
 from fakekubelet import FakeKubelet, dra_pod, dra_resource, gpu_pod
-from tests.conftest import A100_UUIDS
+from tests.conftest import A100, A100_UUIDS
 from tests.test_watch import FULL, HALF, Rig, eventually, expected, memory
 
 
@@ -124,3 +125,25 @@ def test_a_dra_only_node_needs_no_watched_resource(kubelet: FakeKubelet, driver_
         eventually(rig.shows({2: HALF}), what="a DRA claim with no device plugin watched")
     finally:
         rig.close()
+
+
+def test_a_device_without_memory_splits_its_claims_by_source(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    # Device 3 has no memory block: claim gauges only, no used/free series.
+    profile = A100.read_text().replace(
+        "  memory:\n    total_bytes", "  memory_off:\n    total_bytes"
+    )
+    r = Rig(kubelet, driver_root)
+    r.profile.write_text(profile)
+    try:
+        assert r.client.wait_ready(5)
+        kubelet.set_pods(
+            [gpu_pod("ns", "a", [A100_UUIDS[3]]), dra_pod("ns", "b", "c", [dra_resource("gpu-3")])]
+        )
+        assert r.watcher.poll().result == PollOutcome.OK
+        assert r.metric("allocwatch_device_claims", index="3", uuid=A100_UUIDS[3]) == 2
+        assert by_source(r, 3, "dra") == by_source(r, 3, "device_plugin") == 1
+        assert r.metric("allocwatch_device_used_bytes", index="3", uuid=A100_UUIDS[3]) is None
+    finally:
+        r.close()
