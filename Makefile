@@ -18,7 +18,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-compare image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 .PHONY: help helm e2e-preflight
@@ -77,6 +77,10 @@ bench-breakdown: venv
 ## bench-shutdown: how soon a watcher SIGTERMed in its first seconds exits
 bench-shutdown: venv
 	$(PY) -m bench.shutdown
+
+## bench-hostile: what huge or hostile override files and profiles cost a watcher
+bench-hostile: venv
+	$(PY) -m bench.hostile
 
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
 bench-compare: venv $(UPSTREAM_TOOLS)

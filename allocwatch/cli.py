@@ -7,11 +7,12 @@ import contextlib
 import logging
 import math
 import os
+import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from allocwatch import __version__
 from allocwatch.durations import format_duration, parse_duration
+from allocwatch.filepaths import GivenAction, file_paths
 from allocwatch.health import HealthServer, parse_address
 from allocwatch.logs import LEVELS, configure
 from allocwatch.metrics import Metrics
@@ -35,6 +36,9 @@ DEFAULT_INTERVAL = "500ms"
 DEFAULT_METRICS_ADDRESS = ":9477"
 LIST_TIMEOUT = 5.0
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+# After a stop signal: the readings could not be removed in time and stay in
+# the file (a held lock, or a file changed and too slow to read again).
+EXIT_READINGS_LEFT = 3
 
 
 # An interval shorter than a poll only spins a core and can never be ready
@@ -55,11 +59,15 @@ def _interval(text: str) -> float:
     return seconds
 
 
+# ASCII decimal only: float() also takes `1_0` (as 10), spaces, and other
+# scripts' digits, none of which a Go flag parser or a chart value means.
+_DECIMAL = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
 def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a decimal number")
+    value = float(text)
     if math.isnan(value) or not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
     return value
@@ -99,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(
         prog="allocwatch",
+        # `--interv` must not quietly mean --interval: a typo, or a flag
+        # added later that shares the prefix, would change what runs.
+        allow_abbrev=False,
         description="Publish nvml-mock memory readings that follow kubelet GPU allocation.",
     )
     p.add_argument(
@@ -111,19 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--driver-root",
         type=_path,
+        action=GivenAction,
         default=DEFAULT_DRIVER_ROOT,
-        help="nvml-mock driver root (default %(default)s)",
+        help="nvml-mock driver root (default %(default)s); given, it beats "
+        "MOCK_NVML_CONFIG and MOCK_NVML_OVERRIDES",
     )
+    p.set_defaults(driver_root_given=False)
     p.add_argument(
         "--config",
         type=_path,
-        default=env("MOCK_NVML_CONFIG") or None,
         help="nvml-mock profile (env MOCK_NVML_CONFIG; default <driver-root>/config/config.yaml)",
     )
     p.add_argument(
         "--overrides",
         type=_path,
-        default=env("MOCK_NVML_OVERRIDES") or None,
         help="override file to publish into "
         "(env MOCK_NVML_OVERRIDES; default <driver-root>/config/overrides.yaml)",
     )
@@ -184,9 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure(args.log_format, args.log_level)
-    driver_root = Path(args.driver_root)
-    profile = Path(args.config or driver_root / "config" / "config.yaml")
-    overrides = Path(args.overrides or driver_root / "config" / "overrides.yaml")
+    profile, overrides = file_paths(args)
     resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
     dra_drivers = tuple(args.dra_drivers or DEFAULT_DRA_DRIVERS)
 
@@ -256,14 +266,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if shutdown.is_set():  # a signal: not a failure, even if it cut the poll short
                 return EXIT_OK
             return EXIT_OK if outcome.result == PollOutcome.OK else EXIT_FAILURE
+        removed = True
         try:
-            # Interrupted can escape only from just around a List; stop is set then.
+            # Interrupted escapes only from a List or a parse; stop is set then.
             with contextlib.suppress(Interrupted):
                 watcher.run(shutdown)
         finally:  # after a crash too: never leave a reading nobody updates
             if not args.keep_readings_on_exit:
-                watcher.remove_readings(timeout=shutdown.time_to_remove_readings())
-        return EXIT_OK
+                removed = watcher.remove_readings(timeout=shutdown.time_to_remove_readings())
+        return EXIT_OK if removed else EXIT_READINGS_LEFT
     finally:
         client.close()
         if server is not None:

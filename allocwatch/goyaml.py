@@ -42,6 +42,22 @@ from allocwatch.goscalars import (
 
 _LoaderBase: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+# Real documents hold under a thousand nodes (keys, values, lists, maps). The
+# bound is counted while the parser builds them, so a document of tiny nodes
+# is refused before it costs more than this many, in memory or time; a byte
+# bound alone would still let a file of `[1,1,1,...]` build a node per two bytes.
+MAX_NODES = 20_000
+
+
+class TooManyNodes(yaml.YAMLError):
+    """The document holds more than MAX_NODES nodes; reading stopped there."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"more than {MAX_NODES} nodes (keys, values, lists and maps); "
+            f"allocwatch reads documents of up to {MAX_NODES}"
+        )
+
 
 class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     """A safe loader whose scalars are go-yaml v2's; use `load` for its errors."""
@@ -49,6 +65,14 @@ class GoYamlLoader(_LoaderBase):  # type: ignore[misc,valid-type]
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._flattening: set[int] = set()  # maps whose merges are being expanded
+        self._nodes = 0
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        # The parser calls this once per node it builds, tagged or not (not per alias).
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise TooManyNodes
+        super().descend_resolver(current_node, current_index)
 
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
         if kind is yaml.ScalarNode and implicit[0]:

@@ -3,7 +3,8 @@
 Contract (shared with the engine and `nvml-mock-ctl`):
 * The document is strict: top-level keys are only `version` (an int), `all`
   and `devices`; duplicate keys are errors, and so are aliases that contain
-  themselves or expand the document past MAX_EXPANDED_NODES. A document we
+  themselves or expand the document past MAX_EXPANDED_NODES; so are files
+  over files.MAX_DOCUMENT_BYTES and documents over goyaml.MAX_NODES. A document we
   cannot parse is never overwritten: it may be a human's edit, and the engine
   keeps serving its last good copy meanwhile.
 * We own only `devices["<i>"].memory.{used_bytes,free_bytes}`; every other key
@@ -77,8 +78,9 @@ class _StrictLoader(goyaml.GoYamlLoader):
 
 # go-yaml refuses a document whose aliases expand it far beyond its text, and
 # so does the engine; we rebuild every aliased map as its own copy, so without
-# a bound a few lines of aliases would take our memory.
-MAX_EXPANDED_NODES = 100_000
+# a bound a few lines of aliases would take our memory. The same bound as
+# the parser's: only aliases can take a document past it here.
+MAX_EXPANDED_NODES = goyaml.MAX_NODES
 # Our YAML emitter recurses per level and gives up near 330; real documents
 # are five levels deep. A deeper one is refused (and left alone) at the load.
 MAX_DEPTH = 100
@@ -121,6 +123,8 @@ def parse_document(text: str) -> Document:
         if not isinstance(doc, dict):
             raise DocumentError(f"the document must be a mapping, not {type(doc).__name__}")
         doc = _unaliased_copy(doc)
+    except goyaml.TooManyNodes as exc:
+        raise DocumentError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise DocumentError(f"not valid YAML: {exc}") from exc
     except RecursionError:

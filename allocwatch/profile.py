@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from allocwatch import goscalars, goyaml
-from allocwatch.files import read_regular_file
+from allocwatch.files import FileTooLarge, read_regular_file
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
@@ -169,6 +169,8 @@ def parse_profile(text: str) -> list[Device]:
     """
     try:
         doc = goyaml.load(text)
+    except goyaml.TooManyNodes as exc:
+        raise ProfileError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
     root = _mapping(doc, "the profile")
@@ -229,5 +231,8 @@ def parse_profile(text: str) -> list[Device]:
 
 def load_devices(path: str | os.PathLike[str]) -> list[Device]:
     """Read and parse a profile file. Raises OSError or ProfileError."""
-    raw, _ = read_regular_file(Path(path))
+    try:
+        raw, _ = read_regular_file(Path(path))
+    except FileTooLarge as exc:
+        raise ProfileError(str(exc)) from None
     return parse_profile(raw.decode("utf-8"))

@@ -6,7 +6,9 @@ import logging
 import os
 from pathlib import Path
 
+from allocwatch.logs import shorten
 from allocwatch.profile import Device, ProfileError, load_devices
+from allocwatch.shutdown import Interrupted, Stop
 
 # The profile module's logger, as before this class had a module: log queries name it.
 log = logging.getLogger("allocwatch.profile")
@@ -26,10 +28,11 @@ class ProfileSource:
         self.error: str | None = None
         self._identity: tuple[int, int, int, int] | None = None
 
-    def refresh(self) -> list[Device] | None:
+    def refresh(self, stop: Stop | None = None) -> list[Device] | None:
         """The current devices, or None when there are none to publish for.
 
         Each problem is logged here, once, naming the file; `error` holds it.
+        `stop` may cut the parse short (Interrupted); the file is read again next time.
         """
         try:
             st = os.stat(self.path)
@@ -43,7 +46,14 @@ class ProfileSource:
             return self.devices
         self._identity = identity
         try:
-            devices = load_devices(self.path)
+            if stop is None:
+                devices = load_devices(self.path)
+            else:
+                with stop.interruptible():
+                    devices = load_devices(self.path)
+        except Interrupted:
+            self._identity = None
+            raise
         except FileNotFoundError:  # removed since the stat
             return self._missing()
         except OSError as exc:
@@ -58,7 +68,8 @@ class ProfileSource:
                 self.path,
                 len(devices),
                 ", ".join(
-                    f"{d.index}={d.uuid or '<no uuid>'}{'' if d.has_memory else ' (no memory)'}"
+                    f"{d.index}={shorten(d.uuid) or '<no uuid>'}"
+                    f"{'' if d.has_memory else ' (no memory)'}"
                     for d in devices
                 ),
             )

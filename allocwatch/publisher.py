@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocwatch.files import read_regular_file
+from allocwatch.files import MAX_DOCUMENT_BYTES, FileTooLarge, read_regular_file
 from allocwatch.overrides import (
     FILE_MODE,
     Document,
@@ -19,7 +21,15 @@ from allocwatch.overrides import (
 from allocwatch.reconcile import MemoryReading
 from allocwatch.render import DocumentRenderer
 from allocwatch.sharedfile import LockError, lock_path_for, locked, write_atomic
-from allocwatch.shutdown import Shutdown
+from allocwatch.shutdown import Stop
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _interruptible(stop: Stop | None) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if stop is None else stop.interruptible()
 
 
 class PublishError(RuntimeError):
@@ -41,6 +51,12 @@ class OverridesPublisher:
     file only under the lock. Comparing content, not stat identity,
     matters because two same-size rewrites within one timestamp tick can reuse
     an inode number and look unchanged.
+
+    A refused document is the exception: it is remembered by its stat
+    identity and not read or parsed again until that changes, since a file
+    near the size bound costs far more to parse than to stat. A refused file
+    is never written, so only another writer changes it, and a rename by
+    that writer changes the identity.
     """
 
     def __init__(self, path: Path, lock_timeout: float = 5.0) -> None:
@@ -49,29 +65,52 @@ class OverridesPublisher:
         self.lock_timeout = lock_timeout
         self._cache_text: str | None = None
         self._cache_doc: Document | None = None
+        # (stat identity, reason) of the last document refused
+        self._refused: tuple[tuple[int, ...], str] | None = None
         self.render = DocumentRenderer()
 
-    def _current(self) -> tuple[Document | None, int | None]:
-        """The document on disk (None when absent) and its mtime in ns."""
+    def _current(self, stop: Stop | None) -> tuple[Document | None, int | None]:
+        """The document on disk (None when absent) and its mtime in ns.
+
+        The parse is the one long step of a poll: `stop` may cut it short.
+        """
+        if self._refused is not None:
+            identity, reason = self._refused
+            try:
+                if _identity(os.stat(self.path)) == identity:
+                    raise DocumentError(reason)
+            except OSError:
+                pass  # gone or unreadable: the read below says which
         try:
-            raw, mtime_ns = read_regular_file(self.path)
+            raw, st = read_regular_file(self.path)
         except FileNotFoundError:
             return None, None
+        except FileTooLarge as exc:
+            raise self._refuse(exc.stat, str(exc)) from None
         except OSError as exc:  # a directory, a FIFO, no permission, an I/O error
             raise PublishError(f"load {self.path}: {exc.strerror or exc}") from exc
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DocumentError(f"not UTF-8 text: {exc}") from exc
+            raise self._refuse(st, f"not UTF-8 text: {exc}") from exc
         if text != self._cache_text:
-            self._cache_doc = parse_document(text)
-            self._cache_text = text
-        return self._cache_doc, mtime_ns
+            try:
+                with _interruptible(stop):
+                    doc = parse_document(text)
+            except DocumentError as exc:
+                raise self._refuse(st, str(exc)) from exc
+            self._cache_doc, self._cache_text = doc, text
+        self._refused = None
+        return self._cache_doc, st.st_mtime_ns
+
+    def _refuse(self, st: os.stat_result, reason: str) -> DocumentError:
+        self._refused = (_identity(st), reason)
+        return DocumentError(reason)
 
     def publish(
         self,
         readings: Mapping[int, MemoryReading],
-        stop: Shutdown | None = None,
+        stop: Stop | None = None,
         remove: Iterable[int] = (),
     ) -> PublishResult:
         """Merge `readings`, and drop our keys for `remove` (devices gone from the profile)."""
@@ -90,9 +129,7 @@ class OverridesPublisher:
             create=bool(readings),
         )
 
-    def remove_readings(
-        self, indices: Iterable[int], stop: Shutdown | None = None
-    ) -> PublishResult:
+    def remove_readings(self, indices: Iterable[int], stop: Stop | None = None) -> PublishResult:
         """Drop our keys for `indices`; an absent file stays absent."""
         wanted = list(indices)
         return self._update(
@@ -106,12 +143,12 @@ class OverridesPublisher:
         self,
         change: Callable[[Document], Document],
         satisfied: Callable[[Document], bool],
-        stop: Shutdown | None,
+        stop: Stop | None,
         create: bool = True,
     ) -> PublishResult:
         def needed() -> tuple[bool, Document | None, int | None]:
             try:
-                doc, mtime_ns = self._current()
+                doc, mtime_ns = self._current(stop)
             except DocumentError as exc:
                 raise PublishError(f"load {self.path}: {exc}; leaving it untouched") from exc
             if doc is None:
@@ -130,9 +167,10 @@ class OverridesPublisher:
         if not self.path.parent.is_dir():
             # Never create nvml-mock's directories (it may be uninstalled).
             raise PublishError(f"write {self.path}: directory {self.path.parent} does not exist")
+        timeout = self.lock_timeout if stop is None else min(self.lock_timeout, stop.time_left())
         try:
-            with locked(self.lock_path, FILE_MODE, self.lock_timeout, stop):
-                return self._write(change, needed)
+            with locked(self.lock_path, FILE_MODE, timeout, stop):
+                return self._write(change, needed, stop)
         except LockError as exc:
             raise PublishError(str(exc)) from exc
 
@@ -140,12 +178,26 @@ class OverridesPublisher:
         self,
         change: Callable[[Document], Document],
         needed: Callable[[], tuple[bool, Document | None, int | None]],
+        stop: Stop | None,
     ) -> PublishResult:
         wanted, doc, mtime_ns = needed()  # again: another writer may have been first
         if not wanted:
             return PublishResult(wrote=False)
-        merged = change(doc if doc is not None else {})
-        text = self.render(merged)
+        with _interruptible(stop):
+            merged = change(doc if doc is not None else {})
+            text = self.render(merged)
+        size = len(text.encode("utf-8"))
+        if size > MAX_DOCUMENT_BYTES:
+            # Our block style can outgrow a compact flow-style original: a
+            # file we wrote over the bound we would then refuse to read.
+            # Refused like a document too large to read, until it changes.
+            reason = (
+                f"written out it would be {size} bytes, over allocwatch's "
+                f"bound of {MAX_DOCUMENT_BYTES}"
+            )
+            with contextlib.suppress(OSError):
+                self._refuse(os.stat(self.path), reason)
+            raise PublishError(f"write {self.path}: {reason}; leaving it untouched")
         try:
             write_atomic(self.path, text, FILE_MODE, previous_mtime_ns=mtime_ns)
         except OSError as exc:

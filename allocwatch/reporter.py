@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from allocwatch.logs import id_list, shorten
 from allocwatch.metrics import Metrics
 from allocwatch.outcome import PollOutcome
 from allocwatch.profile import Device
@@ -65,7 +66,7 @@ class Reporter:
         unknown = sorted(set(rec.unknown_ids))
         if unknown != self._unknown_ids:  # once per change, like the readings
             if unknown:
-                log.info("ids matching no profile device: %s", ", ".join(unknown))
+                log.info("ids matching no profile device: %s", id_list(unknown))
             else:
                 log.info("every claimed id matches a profile device again")
             self._unknown_ids = unknown
@@ -121,7 +122,7 @@ class Reporter:
                 log.info(
                     "device %d (%s): used %s -> %d bytes, free %d, claims %d -> %d",
                     device.index,
-                    device.uuid or "no uuid",
+                    shorten(device.uuid) or "no uuid",
                     before,
                     new.used_bytes,
                     new.free_bytes,

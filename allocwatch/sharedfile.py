@@ -16,7 +16,7 @@ from pathlib import Path
 
 import filelock
 
-from allocwatch.shutdown import Shutdown
+from allocwatch.shutdown import Stop
 
 # How often a writer retries a lock another writer holds.
 LOCK_RETRY_SECONDS = 0.05
@@ -31,9 +31,7 @@ def lock_path_for(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def locked(
-    lock_path: Path, mode: int, timeout: float, stop: Shutdown | None = None
-) -> Iterator[None]:
+def locked(lock_path: Path, mode: int, timeout: float, stop: Stop | None = None) -> Iterator[None]:
     """Hold the flock on `lock_path` (made with `mode`), waiting at most `timeout`.
 
     flock on a descriptor we open, never a marker file: a filesystem without

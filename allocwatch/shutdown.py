@@ -7,12 +7,14 @@ anything heavy is imported, so a stop signal is a clean exit 0 from the start.
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from types import FrameType
+from typing import Protocol
 
 # The signals that stop the watcher cleanly (exit 0, readings removed); SIGHUP
 # too, for a watcher started from a terminal that closes.
@@ -49,17 +51,34 @@ def ignore_stop_signals() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+class Stop(Protocol):
+    """What work that may be abandoned asks of whoever stops it."""
+
+    def is_set(self) -> bool:
+        """Stopping: give up waiting."""
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to `timeout`, less if stopping; True when stopping."""
+
+    def time_left(self) -> float:
+        """How long a wait may still last (inf without a deadline)."""
+
+    def interruptible(self) -> contextlib.AbstractContextManager[None]:
+        """Pure work that Interrupted may cut short: a parse, a render; never a write."""
+
+
 class Shutdown:
     """The stop event, set by a stop signal (or `set`), and the in-call interrupt rule.
 
-    The handler raises Interrupted only while a blocking call runs (`call()`),
-    never elsewhere: a write must not be cut in half. A call begun after the
-    event is set is not made.
+    The handler raises Interrupted only while a blocking call runs (`call()`)
+    or pure work may be dropped (`interruptible()`), never elsewhere: a write
+    must not be cut in half. Neither is begun after the event is set.
     """
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self._in_call = False
+        # While a signal may interrupt: how late its handler may run (else None).
+        self._interrupt_late: float | None = None
         self.signalled_at: float | None = None  # time.monotonic() of the first signal
 
     def install(self) -> None:
@@ -67,17 +86,20 @@ class Shutdown:
             signal.signal(signum, self.handle_signal)
 
     def handle_signal(self, _signum: int, _frame: FrameType | None) -> None:
+        late = self._interrupt_late
         if self.signalled_at is None:
-            # During a call this runs only when grpc next checks for signals.
-            late = GRPC_SIGNAL_CHECK_SECONDS if self._in_call else 0.0
-            self.signalled_at = time.monotonic() - late
+            # During a grpc call this runs only when grpc next checks for signals.
+            self.signalled_at = time.monotonic() - (late or 0.0)
         self._event.set()
-        if self._in_call:
+        if late is not None:
             raise Interrupted
 
     @property
     def in_call(self) -> bool:
-        return self._in_call
+        return self._interrupt_late is not None
+
+    def time_left(self) -> float:
+        return math.inf
 
     def set(self) -> None:
         self._event.set()
@@ -88,21 +110,28 @@ class Shutdown:
     def wait(self, timeout: float) -> bool:
         return self._event.wait(timeout)
 
-    @contextlib.contextmanager
-    def call(self) -> Iterator[None]:
+    def call(self) -> contextlib.AbstractContextManager[None]:
         """Mark a blocking call, for exactly its length; Interrupted if already stopping.
 
         Not a moment longer: an Interrupted raised while the failure of a
         call is handled (the channel closed, say) would escape the
         `except Interrupted` beside the call.
         """
-        self._in_call = True
+        return self._interruptible(GRPC_SIGNAL_CHECK_SECONDS)
+
+    def interruptible(self) -> contextlib.AbstractContextManager[None]:
+        """Mark pure work (a parse) that a stop signal abandons at once."""
+        return self._interruptible(0.0)
+
+    @contextlib.contextmanager
+    def _interruptible(self, late: float) -> Iterator[None]:
+        self._interrupt_late = late
         try:
             if self._event.is_set():
                 raise Interrupted
             yield
         finally:
-            self._in_call = False
+            self._interrupt_late = None
 
     def time_to_remove_readings(self) -> float:
         """What remains of REMOVE_READINGS_BY_SECONDS since the first stop signal.
@@ -114,3 +143,46 @@ class Shutdown:
             return REMOVE_READINGS_BY_SECONDS
         elapsed = time.monotonic() - self.signalled_at
         return max(0.0, REMOVE_READINGS_BY_SECONDS - elapsed)
+
+
+class Deadline:
+    """A Stop for the removal on exit: waits end, and pure work is cut, at a time.
+
+    Pure work is cut by SIGALRM, whose handler raises Interrupted (main thread
+    only; elsewhere the work runs to its end): a parse of a file changed
+    since the last poll must not hold the exit past its second. Not a thread
+    with a timeout: a parse cannot be stopped from another thread.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self._at = time.monotonic() + seconds
+
+    def is_set(self) -> bool:
+        return False  # nothing to abandon a lock wait for but the time, see time_left
+
+    def wait(self, timeout: float) -> bool:
+        time.sleep(max(0.0, min(timeout, self.time_left())))
+        return False
+
+    def time_left(self) -> float:
+        return max(0.0, self._at - time.monotonic())
+
+    @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        left = self.time_left()
+        if left <= 0:
+            raise Interrupted
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGALRM, _interrupt)
+        signal.setitimer(signal.ITIMER_REAL, left)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted

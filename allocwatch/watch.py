@@ -13,7 +13,7 @@ from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher, PublishError
 from allocwatch.reconcile import reconcile
 from allocwatch.reporter import Reporter
-from allocwatch.shutdown import Shutdown
+from allocwatch.shutdown import Deadline, Interrupted, Shutdown
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Watcher:
         return outcome
 
     def _poll(self, stop: Shutdown | None) -> PollResult:
-        devices = self.profile.refresh()
+        devices = self.profile.refresh(stop)
         self.reporter.profile_loaded(devices is not None)
         if devices is None:
             self.reporter.no_profile(self.profile.error)
@@ -98,14 +98,26 @@ class Watcher:
             stop.wait(max(0.0, next_tick - now))
 
     def remove_readings(self, timeout: float) -> bool:
-        """Remove the memory keys this run wrote. Returns True when the file is clean."""
+        """Remove the memory keys this run wrote, within `timeout`. True when the file is clean.
+
+        From the publisher's last look at the file: unchanged since, it is
+        not parsed again, and a parse (of a file changed since) or lock wait
+        that would run past `timeout` is given up.
+        """
         if not self._published:
             return True
-        publisher = OverridesPublisher(self.publisher.path, lock_timeout=timeout)
         try:
-            result = publisher.remove_readings(sorted(self._published))
+            result = self.publisher.remove_readings(sorted(self._published), Deadline(timeout))
         except PublishError as exc:
             log.error("on exit: could not remove readings: %s", exc)
+            return False
+        except Interrupted:
+            log.error(
+                "on exit: could not remove readings: %s changed since the last poll and "
+                "reading it again would take past %gs; they stay",
+                self.publisher.path,
+                timeout,
+            )
             return False
         if result.wrote:
             log.info("on exit: removed memory readings from %s", self.publisher.path)

@@ -12,15 +12,17 @@ if ! "$PYTHON" -c "import grpc_tools, importlib.metadata as m, sys; sys.exit(m.v
   exit 1
 fi
 
+# One line per proto: protos/<path> generates its stubs beside <path> in the
+# repository. allocwatch/ ships in the wheel; e2e/ is test-side only.
 protos=(
   allocwatch/kubeletapi/podresources/v1/api.proto
-  allocwatch/kubeletapi/deviceplugin/v1beta1/api.proto
+  e2e/fakeplugin/deviceplugin/v1beta1/api.proto
 )
 for p in "${protos[@]}"; do
   d=$(dirname "$p")
   mkdir -p "$d"
   # Each directory on the import path is a package, so the stubs import by
-  # their full dotted name and both api.proto files coexist.
+  # their full dotted name and the api.proto files coexist.
   part=""
   for seg in ${d//\// }; do
     part=${part:+$part/}$seg
@@ -28,6 +30,17 @@ for p in "${protos[@]}"; do
   done
 done
 "$PYTHON" -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. "${protos[@]/#/protos/}"
+# e2e packages also run under another top-level name (the fake plugin is
+# `fakeplugin` in its image), so their grpc stubs import their own messages
+# relatively; protoc has no option for it.
+for p in "${protos[@]}"; do
+  case $p in
+    e2e/*)
+      package=$(dirname "$p" | tr / .)
+      sed -i "s/^from ${package//./\\.} import /from . import /" "${p%.proto}_pb2_grpc.py"
+      ;;
+  esac
+done
 echo "gen-proto: regenerated ${#protos[@]} protos with grpcio-tools $GRPCIO_TOOLS_VERSION"
 
 # The kubelet plugin APIs only the e2e fake DRA plugin speaks: generated into

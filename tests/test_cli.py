@@ -116,6 +116,15 @@ def test_grpc_experiments_default_leaves_a_users_setting_alone(
         (["--dra-driver", "nvidia.com/gpu"], "--dra-driver"),
         (["--socket", ""], "--socket"),
         (["--no-such-flag"], "unrecognized"),
+        (["--interv", "1s"], "unrecognized arguments: --interv"),
+        (["--used-frac", "0.5"], "unrecognized arguments: --used-frac"),
+        (["--used-fraction", "1_0"], "--used-fraction"),
+        (["--used-fraction", "0_5"], "--used-fraction"),
+        (["--used-fraction", " 0.5"], "--used-fraction"),
+        (["--used-fraction", "\u0660.5"], "--used-fraction"),
+        (["--interval", "1_0s"], "--interval"),
+        (["--metrics-address", ":9_477"], "--metrics-address"),
+        (["--metrics-address", ": 9477"], "--metrics-address"),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(args: list[str], needle: str) -> None:
@@ -269,6 +278,26 @@ def test_once_with_env_fallbacks_and_fraction(
     )
     assert out.returncode == 0, out.stderr
     assert memory(target)["0"]["used_bytes"] == 10584588288
+
+
+def test_an_explicit_driver_root_beats_the_env_and_says_so(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[0]])])
+    elsewhere = driver_root / "config" / "elsewhere.yaml"
+    out = run(
+        "--once",
+        "--socket",
+        kubelet.socket_path,
+        "--driver-root",
+        str(driver_root),
+        env={"MOCK_NVML_OVERRIDES": str(elsewhere), "MOCK_NVML_CONFIG": "/absent/config.yaml"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert memory(driver_root / "config" / "overrides.yaml")["0"]["used_bytes"] == A100_HALF
+    assert not elsewhere.exists()
+    assert f"MOCK_NVML_OVERRIDES={elsewhere} ignored: --driver-root {driver_root}" in out.stderr
+    assert "MOCK_NVML_CONFIG=/absent/config.yaml ignored" in out.stderr
 
 
 def test_once_fails_with_1_when_list_fails(kubelet: FakeKubelet, driver_root: Path) -> None:
@@ -476,7 +505,7 @@ def test_sigterm_with_a_hung_list_and_the_lock_held_exits_within_a_second(
         code, took, log = w.terminate()
     finally:
         release(holder)
-    assert code == 0
+    assert code == cli.EXIT_READINGS_LEFT == 3  # the exit says the readings stayed
     assert took < 1.0, f"shutdown took {took:.2f}s"
     assert "could not remove readings" in log
     assert len(memory(target)) == 8  # left as they were, not half-removed

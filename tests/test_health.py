@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import http.client
+import logging
+import os
+import re
+import resource
 import socket
+import struct
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from allocwatch.health import HealthServer
+from allocwatch.health import MAX_CONNECTIONS, HealthServer
 from allocwatch.metrics import Metrics
-from tests.test_watch import eventually
+from fakekubelet import FakeKubelet, gpu_pod
+from tests.conftest import A100_HALF, A100_UUIDS
+from tests.support import REPO_ROOT
+from tests.test_watch import eventually, memory
 
 
 def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
@@ -79,7 +90,7 @@ def test_health_server_sleeps_until_a_request_and_stops_at_once() -> None:
 
 
 def test_health_server_drops_a_client_that_sends_nothing() -> None:
-    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (True, "ok"), idle_timeout=0.2)
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (True, "ok"), request_timeout=0.2)
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as idle:
@@ -88,3 +99,100 @@ def test_health_server_drops_a_client_that_sends_nothing() -> None:
             assert r.read() == b"ok\n"
     finally:
         server.stop()
+
+
+def test_a_client_that_resets_its_connection_costs_one_debug_line_not_a_traceback(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (True, "ok"))
+    server.start()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="allocwatch.health"):
+            for _ in range(20):
+                client = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                client.sendall(b"GET /metr")
+                # SO_LINGER 0: close() sends a reset, not a FIN
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()
+            eventually(
+                lambda: sum("reset" in r.getMessage() for r in caplog.records) == 20,
+                what="20 resets logged",
+            )
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as r:
+            assert r.read() == b"ok\n"
+    finally:
+        server.stop()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception occurred" not in err
+    assert all(len(r.getMessage().splitlines()) == 1 for r in caplog.records)
+
+
+def test_connections_over_the_cap_close_the_oldest_and_a_probe_is_answered() -> None:
+    server = HealthServer("127.0.0.1:0", Metrics(), lambda: (True, "ok"), request_timeout=30)
+    server.start()
+    slow = []
+    try:
+        for _ in range(MAX_CONNECTIONS * 4):
+            client = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            client.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            slow.append(client)
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as r:
+            assert r.read() == b"ok\n"
+        # every connection but the newest MAX_CONNECTIONS was closed by the server
+        assert slow[0].recv(1) == b""
+        server_fds = len(os.listdir("/proc/self/fd"))
+        assert server_fds < len(slow) + MAX_CONNECTIONS + 30
+    finally:
+        for client in slow:
+            client.close()
+        server.stop()
+
+
+def _nofile(limit: int) -> Callable[[], None]:
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return lower
+
+
+def test_a_slowloris_leaves_publishing_and_healthz_working_under_a_low_fd_limit(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    """Hundreds of connections that never finish their request, against the real watcher."""
+    target = driver_root / "config" / "overrides.yaml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "allocwatch", "--socket", kubelet.socket_path,
+         "--driver-root", str(driver_root), "--interval", "100ms",
+         "--metrics-address", "127.0.0.1:0"],
+        stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, preexec_fn=_nofile(128),
+    )  # fmt: skip
+    slow: list[socket.socket] = []
+    try:
+        assert proc.stderr is not None
+        port = None
+        for line in proc.stderr:
+            if m := re.search(r"on port (\d+)", line):
+                port = int(m.group(1))
+                break
+        assert port is not None, "the watcher exited before serving metrics"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        eventually(target.exists, what="the first publish")
+        for _ in range(400):
+            client = socket.socket()
+            client.settimeout(5)
+            client.connect(("127.0.0.1", port))
+            client.sendall(b"GET /healthz HTTP/1.1\r\nX-Slow: ")
+            slow.append(client)
+        kubelet.set_pods([gpu_pod("ml", "t", [A100_UUIDS[3]])])
+        eventually(
+            lambda: memory(target).get("3", {}).get("used_bytes") == A100_HALF,
+            what="the claim published under the slowloris",
+        )
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+            assert r.read() == b"ok\n"
+        assert len(os.listdir(f"/proc/{proc.pid}/fd")) < 100
+    finally:
+        for client in slow:
+            client.close()
+        proc.kill()
+        proc.wait()

@@ -147,7 +147,7 @@ ALIAS_BOMB = "all:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("version: 1\nversion: 1\n", "duplicate key"),
         ("devices: &d {'0': *d}\n", "contains it"),
         ("all: &x {k: [1, {j: *x}]}\n", "contains it"),
-        (ALIAS_BOMB, "past 100000 nodes"),
+        (ALIAS_BOMB, "aliases expand the document past 20000 nodes"),
         ("all: {k: " + "[" * 600 + "]" * 600 + "}\n", "nested too deeply"),
         ("devices:\n  '0': {}\n  '0': {}\n", "duplicate key"),
         ("devices:\n  '0':\n    memory: {used_bytes: 1, used_bytes: 2}\n", "duplicate key"),
@@ -300,3 +300,25 @@ def test_reading_the_document_does_not_load_grpc() -> None:
     # limit; grpc's import alone would cost it seconds a read.
     code = "import sys, allocwatch.overrides; sys.exit('grpc' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_large_document_without_aliases_is_refused_for_its_size_not_for_aliases() -> None:
+    text = "all:\n" + "".join(f"  k{i}: 1\n" for i in range(15_000))
+    with pytest.raises(DocumentError) as refused:
+        parse_document(text)
+    assert str(refused.value) == (
+        "more than 20000 nodes (keys, values, lists and maps); "
+        "allocwatch reads documents of up to 20000"
+    )
+
+
+def test_tagged_nodes_count_toward_the_bound_too() -> None:
+    text = "all: {k: [" + ", ".join(["!!str x"] * 20_001) + "]}\n"
+    with pytest.raises(DocumentError, match="more than 20000 nodes"):
+        parse_document(text)
+
+
+def test_a_document_just_under_the_node_bound_is_read() -> None:
+    # all, its map, k, the list: four nodes besides the items; the document's map one more
+    text = "all: {k: [" + ", ".join(["1"] * (20_000 - 5)) + "]}\n"
+    assert len(parse_document(text)["all"]["k"]) == 20_000 - 5

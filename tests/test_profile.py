@@ -204,6 +204,19 @@ def test_invalid_profiles_are_rejected_with_a_reason(text: str, needle: str) -> 
         parse_profile(text)
 
 
+def test_a_profile_over_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + "# padding\n" * 110_000)
+    with pytest.raises(ProfileError, match="bytes, over allocwatch's bound of 1048576 bytes"):
+        profile.load_devices(path)
+
+
+def test_a_profile_of_too_many_nodes_is_refused_for_that() -> None:
+    text = HEADER + "devices:\n" + "".join(f"  - index: {i}\n" for i in range(10_000))
+    with pytest.raises(ProfileError, match=r"^more than 20000 nodes"):
+        parse_profile(text)
+
+
 def test_a_node_shared_through_aliases_is_no_cycle() -> None:
     devices = parse_profile(
         HEADER + "m: &m {total_bytes: 8, reserved_bytes: 2}\n"

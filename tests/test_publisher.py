@@ -311,3 +311,58 @@ def test_publish_drops_devices_gone_from_the_profile(target: Path) -> None:
     pub.publish({0: R(1, 2), 1: R(3, 4)})
     pub.publish({0: R(1, 2)}, remove=[1])
     assert set(parse_document(target.read_text())["devices"]) == {"0"}
+
+
+def test_a_file_over_the_size_bound_is_refused_unread(
+    target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target.write_text("# padding\n" * 110_000)  # valid YAML, a little over 1 MiB
+    parses: list[str] = []
+    monkeypatch.setattr(publisher, "parse_document", lambda text: parses.append(text) or {})
+    with pytest.raises(PublishError) as refused:
+        OverridesPublisher(target).publish({0: R(1, 2)})
+    assert "1100000 bytes, over allocwatch's bound of 1048576 bytes (1 MiB)" in str(refused.value)
+    assert parses == []
+    assert target.read_text() == "# padding\n" * 110_000
+
+
+def test_a_refused_document_is_not_parsed_again_until_it_changes(
+    target: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target.write_text("all: {k: [" + ", ".join(["1"] * 20_001) + "]}\n")
+    parses: list[str] = []
+    real_parse = publisher.parse_document
+    monkeypatch.setattr(
+        publisher, "parse_document", lambda text: parses.append(text) or real_parse(text)
+    )
+    pub = OverridesPublisher(target)
+    for _ in range(3):
+        with pytest.raises(PublishError, match="more than 20000 nodes"):
+            pub.publish({0: R(1, 2)})
+    assert len(parses) == 1
+    # The same text written anew (a new inode): read again, and refused again.
+    target.with_name("new").write_text(target.read_text())
+    os.rename(target.with_name("new"), target)
+    with pytest.raises(PublishError, match="more than 20000 nodes"):
+        pub.publish({0: R(1, 2)})
+    assert len(parses) == 2
+    target.write_text("all: {k: 1}\n")  # fixed
+    assert pub.publish({0: R(1, 2)}).wrote
+    assert parse_document(target.read_text())["all"] == {"k": 1}
+
+
+def test_a_document_that_would_be_written_over_the_size_bound_is_left_alone(
+    target: Path,
+) -> None:
+    """Flow style is compact; rendered in block style the same list outgrows the bound."""
+    original = "all: {k: [" + ",".join(["1"] * 19_000) + "], blob: '" + "x" * 1_000_000 + "'}\n"
+    target.write_text(original)
+    pub = OverridesPublisher(target)
+    renders = []
+    real_render = pub.render
+    pub.render = lambda doc: renders.append(1) or real_render(doc)  # type: ignore[method-assign]
+    for _ in range(3):  # and not rendered again, every poll, until the file changes
+        with pytest.raises(PublishError, match=r"would be .* bytes, over allocwatch's bound"):
+            pub.publish({0: R(1, 2)})
+    assert len(renders) == 1
+    assert target.read_text() == original

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import grpc
 
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-
+from .deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from .devices import PluginDevice
 from .servicer import DevicePluginServicer
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import grpc
 
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
-
+from .deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from .devices import PluginDevice, visible_devices
 
 log = logging.getLogger("fakeplugin")

@@ -22,10 +22,10 @@ from concurrent import futures
 
 import grpc
 
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2 as dp
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 from allocwatch.kubeletapi.podresources.v1 import api_pb2 as pr
 from allocwatch.kubeletapi.podresources.v1 import api_pb2_grpc as pr_grpc
+from e2e.fakeplugin.deviceplugin.v1beta1 import api_pb2 as dp
+from e2e.fakeplugin.deviceplugin.v1beta1 import api_pb2_grpc as dp_grpc
 
 PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 KUBELET_SOCK = os.path.join(PLUGIN_DIR, "kubelet.sock")

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from allocwatch.kubeletapi.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from e2e.fakeplugin.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 
 T = TypeVar("T")
 OPTIONS = [("grpc.default_authority", "localhost")]

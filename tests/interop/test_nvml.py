@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.upstream import REPO, Upstream, load, memory
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 TOTAL = 42949672960
 RESERVED = 611319808

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.upstream import (
     Ctl,
@@ -25,7 +26,6 @@ from tests.interop.upstream import (
     same,
     wait_for,
 )
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 
 def two_containers(namespace: str, name: str, first: str, second: str) -> dict[str, Any]:

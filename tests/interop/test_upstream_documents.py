@@ -13,6 +13,7 @@ import os
 import stat
 from pathlib import Path
 
+from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.upstream import (
     Ctl,
@@ -23,7 +24,6 @@ from tests.interop.upstream import (
     same,
     without_memory,
 )
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
 
 UPSTREAM_STEPS = [
     ["temp", "--gpu", "0", "85"],

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from tests.support.fakekubelet import FakeKubelet
+from fakekubelet import FakeKubelet
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "hack" / "upstream" / "build.sh"
