@@ -18,6 +18,7 @@ from allocwatch.logs import LEVELS, configure
 from allocwatch.metrics import Metrics
 from allocwatch.outcome import PollOutcome
 from allocwatch.podresources import (
+    DEFAULT_DRA_DRIVERS,
     DEFAULT_RESOURCE_NAMES,
     DEFAULT_SOCKET,
     PodResourcesClient,
@@ -88,6 +89,14 @@ def _resource_name(text: str) -> str:
     return text
 
 
+def _dra_driver(text: str) -> str:
+    # A DRA driver name is a DNS subdomain; an empty one would match every
+    # entry an old kubelet lists without a driver.
+    if not text or "/" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a DRA driver name")
+    return text
+
+
 def _path(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("must not be empty")
@@ -152,6 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {' and '.join(DEFAULT_RESOURCE_NAMES)})",
     )
     p.add_argument(
+        "--dra-driver",
+        type=_dra_driver,
+        action="append",
+        dest="dra_drivers",
+        metavar="NAME",
+        help="DRA driver whose allocated devices count as GPU claims; repeatable "
+        f"(default {' and '.join(DEFAULT_DRA_DRIVERS)})",
+    )
+    p.add_argument(
         "--dial-timeout",
         type=_interval,
         default="10s",
@@ -187,11 +205,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(args.log_format, args.log_level)
     profile, overrides = file_paths(args)
     resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
+    dra_drivers = tuple(args.dra_drivers or DEFAULT_DRA_DRIVERS)
 
     shutdown = Shutdown()
     shutdown.install()
     client = PodResourcesClient(
-        args.socket, resource_names, call_timeout=LIST_TIMEOUT, shutdown=shutdown
+        args.socket,
+        resource_names,
+        call_timeout=LIST_TIMEOUT,
+        shutdown=shutdown,
+        dra_drivers=dra_drivers,
     )
     metrics = Metrics()
     watcher = Watcher(
@@ -232,11 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 1 / args.interval,
             )
         log.info(
-            "allocwatch %s: polling %s every %s (resources %s, fraction %g) -> %s",
+            "allocwatch %s: polling %s every %s (resources %s, DRA drivers %s, fraction %g) -> %s",
             __version__,
             args.socket,
             format_duration(args.interval),
             ", ".join(resource_names),
+            ", ".join(dra_drivers),
             args.used_fraction,
             overrides,
         )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from allocwatch.claims import ClaimSource
 from allocwatch.outcome import PollOutcome
 
 
@@ -16,6 +17,8 @@ class DeviceSeries:
     claims: Gauge
     used_bytes: Gauge
     free_bytes: Gauge
+    device_plugin_claims: Gauge
+    dra_claims: Gauge
 
 
 class Metrics:
@@ -27,6 +30,14 @@ class Metrics:
             "allocwatch_device_claims",
             "Claims on the device in the last List",
             labels,
+            registry=r,
+        )
+        # A series of its own, not a label on allocwatch_device_claims: a new
+        # label would change every existing series and break their queries.
+        self.claims_by_source = Gauge(
+            "allocwatch_device_claims_by_source",
+            "Claims on the device in the last List, by how the kubelet allocated them",
+            (*labels, "source"),
             registry=r,
         )
         self.used_bytes = Gauge(
@@ -69,10 +80,20 @@ class Metrics:
                 self.claims.labels(*labels),
                 self.used_bytes.labels(*labels),
                 self.free_bytes.labels(*labels),
+                self.claims_by_source.labels(*labels, ClaimSource.DEVICE_PLUGIN.value),
+                self.claims_by_source.labels(*labels, ClaimSource.DRA.value),
             )
         return series
 
+    def device_claims(self, index: int, uuid: str, claims: int, dra_claims: int) -> None:
+        """The claim gauges alone, for a device that has no memory series."""
+        labels = (str(index), uuid)
+        self.claims.labels(*labels).set(claims)
+        by_source = self.claims_by_source
+        by_source.labels(*labels, ClaimSource.DEVICE_PLUGIN.value).set(claims - dra_claims)
+        by_source.labels(*labels, ClaimSource.DRA.value).set(dra_claims)
+
     def forget_devices(self) -> None:
-        for gauge in (self.claims, self.used_bytes, self.free_bytes):
+        for gauge in (self.claims, self.claims_by_source, self.used_bytes, self.free_bytes):
             gauge.clear()
         self._devices.clear()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import stat
@@ -20,6 +21,9 @@ from allocwatch.shutdown import Interrupted, Shutdown
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+DEFAULT_DRA_DRIVERS = ("gpu.nvidia.com",)
+
+log = logging.getLogger(__name__)
 
 # wait_ready's probe: the gRPC health service's Check, with an empty request
 # (all fields default). Any answer, UNIMPLEMENTED included, proves a gRPC server.
@@ -54,12 +58,15 @@ class PodResourcesClient:
         resource_names: Iterable[str] = DEFAULT_RESOURCE_NAMES,
         call_timeout: float = 5.0,
         shutdown: Shutdown | None = None,
+        dra_drivers: Iterable[str] = DEFAULT_DRA_DRIVERS,
     ) -> None:
         self.socket_path = socket_path
         self.resource_names = frozenset(resource_names)
+        self.dra_drivers = frozenset(dra_drivers)
         self.call_timeout = call_timeout
         self.shutdown = shutdown if shutdown is not None else Shutdown()
-        self._decode = ClaimDecoder(self.resource_names)
+        self._decode = ClaimDecoder(self.resource_names, self.dra_drivers)
+        self._told_unnamed_dra = False
         self._channel: grpc.Channel | None = None
         self._list: grpc.UnaryUnaryMultiCallable | None = None
         self._probe: grpc.UnaryUnaryMultiCallable | None = None
@@ -125,12 +132,20 @@ class PodResourcesClient:
                 f"list pod resources at {self.socket_path}: {exc.code().name}: {exc.details()}"
             ) from exc
         try:
-            return self._decode(response)
+            claims = self._decode(response)
         except DecodeError as exc:
             # What grpc would report as INTERNAL, had it decoded the response.
             raise ListError(
                 f"list pod resources at {self.socket_path}: the response does not decode: {exc}"
             ) from exc
+        if self._decode.unnamed_dra_entries and not self._told_unnamed_dra:
+            # Once per run: the kubelet's version does not change under us.
+            log.warning(
+                "the kubelet lists DRA claims without driver and device names "
+                "(Kubernetes before 1.31): their devices are not counted"
+            )
+            self._told_unnamed_dra = True
+        return claims
 
     def _call(self, method: grpc.UnaryUnaryMultiCallable, request: Any, timeout: float) -> Any:
         with self.shutdown.call():

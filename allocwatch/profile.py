@@ -13,8 +13,15 @@ so every index we compute is the index the engine serves:
   a missing `index` is 0. An int or bool in a string field is its text; a
   float there is refused.
 * A wrong type in any field we know (version, driver_version, num_devices, and
-  on every devices[] entry index, uuid and the five memory fields) makes the
-  engine refuse the whole profile, so it is refused here too.
+  on every devices[] entry index, uuid, minor_number and the five memory
+  fields) makes the engine refuse the whole profile, so it is refused here too.
+
+Minor numbers follow the engine too: an entry's `minor_number`, 0 for an
+entry without one, and the index for an index no entry lists. NVIDIA's DRA
+driver names a GPU `gpu-<minor>`, so that is the name it matches. A profile
+that gives no minor number at all (the engine then reports 0 for every listed
+device) matches `gpu-<index>`, as the driver's releases before mid-2025 named
+GPUs; Device.minor_number is None then.
 
 Devices without any memory block get no reading: upstream would publish 0/0
 and make the node report a total of 0, while no override keeps the base values.
@@ -53,6 +60,13 @@ class Device:
     reserved_bytes: int
     # False when neither the device's entry nor device_defaults has a memory block.
     has_memory: bool = True
+    # The minor number the engine reports, or None when the profile gives none.
+    minor_number: int | None = None
+
+    @property
+    def dra_number(self) -> int:
+        """The N of the DRA device `gpu-<N>`: the minor number, else the index."""
+        return self.index if self.minor_number is None else self.minor_number
 
 
 def _value(fields: Mapping[str, Any], name: str, where: str) -> Any:
@@ -171,6 +185,7 @@ def parse_profile(text: str) -> list[Device]:
         raise ProfileError("`devices` must be a list")
     entries = entries or []
     by_index: dict[int, tuple[str, tuple[int, int] | None, str]] = {}
+    minors: dict[int, int | None] = {}
     for pos, raw in enumerate(entries):
         entry = _mapping(raw, f"devices[{pos}]")
         index = _scalar(entry, "index", f"devices[{pos}].index", _int) or 0
@@ -180,6 +195,7 @@ def parse_profile(text: str) -> list[Device]:
         where = f"devices[{pos}].memory"
         memory = _memory(_pointer(entry, "memory", where), where)
         by_index[index] = (uuid, memory, where)
+        minors[index] = _scalar(entry, "minor_number", f"devices[{pos}].minor_number", _int)
 
     count = len(entries) or DEFAULT_NUM_DEVICES
     num_devices = _scalar(system, "num_devices", "system.num_devices", _int) or 0
@@ -190,13 +206,17 @@ def parse_profile(text: str) -> list[Device]:
     where = "device_defaults.memory"
     default_memory = _memory(_pointer(defaults, "memory", where), where)
 
+    gives_minors = any(minor is not None for minor in minors.values())
     devices = []
     for i in range(min(count, ENGINE_MAX_DEVICES)):
         uuid, memory, where = by_index.get(i, ("", None, ""))
+        minor = None
+        if gives_minors:
+            minor = (minors[i] or 0) if i in minors else i
         if memory is None:
             memory, where = default_memory, "device_defaults.memory"
         if memory is None:
-            devices.append(Device(i, uuid, 0, 0, has_memory=False))
+            devices.append(Device(i, uuid, 0, 0, has_memory=False, minor_number=minor))
             continue
         total, reserved = memory
         if total - reserved > MAX_EXACT_BYTES:
@@ -205,7 +225,7 @@ def parse_profile(text: str) -> list[Device]:
                 "2^53; the engine reads published byte counts as float64, which cannot "
                 "hold that exactly"
             )
-        devices.append(Device(i, uuid, total, reserved))
+        devices.append(Device(i, uuid, total, reserved, minor_number=minor))
     return devices
 
 

@@ -7,12 +7,18 @@ fractions would differ by a byte on some sizes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from allocwatch.claims import Claim, physical_device_id
+from allocwatch.claims import Claim, ClaimSource, physical_device_id
 from allocwatch.profile import Device
+
+# NVIDIA's DRA device names: a full GPU `gpu-<minor>`, a MIG device
+# `gpu-<parentMinor>-mig-...`, which counts on its parent GPU. Anything else
+# (`gpu-vfio-<index>`, another driver's naming) matches no device.
+_DRA_GPU = re.compile(r"gpu-(0|[1-9][0-9]*)(?:-mig-.*)?", re.DOTALL)
 
 
 class MemoryReading(NamedTuple):
@@ -27,6 +33,8 @@ class Reconciliation:
     readings: dict[int, MemoryReading]
     claims_per_device: dict[int, int]
     unknown_ids: tuple[str, ...] = field(default=())
+    # The DRA share of claims_per_device; the rest came from device plugins.
+    dra_claims_per_device: dict[int, int] = field(default_factory=dict)
 
 
 def aperture(device: Device) -> int:
@@ -43,6 +51,12 @@ def reading_for(device: Device, claims: int, fraction: float) -> MemoryReading:
     return MemoryReading(used, room - used)
 
 
+def dra_number(device_name: str) -> int | None:
+    """The N of `gpu-<N>` or `gpu-<N>-mig-...`; None for any other name."""
+    match = _DRA_GPU.fullmatch(device_name)
+    return int(match.group(1)) if match else None
+
+
 def reconcile(
     devices: Sequence[Device], claims: Iterable[Claim], fraction: float
 ) -> Reconciliation:
@@ -50,21 +64,33 @@ def reconcile(
 
     A device without memory in the profile has claims but no reading. Two
     devices that share a uuid both count its claims, as upstream counts
-    claims per uuid and looks each device's uuid up.
+    claims per uuid and looks each device's uuid up; likewise two devices
+    that share a DRA number (Device.dra_number). Device-plugin and DRA claims
+    on one device add up.
     """
     per_uuid = {d.uuid: 0 for d in devices if d.uuid}
+    per_number = {d.dra_number: 0 for d in devices}
     unknown: list[str] = []
     for claim in claims:
+        if claim.source is ClaimSource.DRA:
+            number = dra_number(claim.device_id)
+            if number is not None and number in per_number:
+                per_number[number] += 1
+            else:
+                unknown.append(f"{claim.resource_name}/{claim.device_id}")
+            continue
         uuid = physical_device_id(claim.device_id)
         if uuid in per_uuid:
             per_uuid[uuid] += 1
         else:
             unknown.append(claim.device_id)
-    counts = {d.index: per_uuid[d.uuid] if d.uuid else 0 for d in devices}
+    dra = {d.index: per_number[d.dra_number] for d in devices}
+    counts = {d.index: (per_uuid[d.uuid] if d.uuid else 0) + dra[d.index] for d in devices}
     return Reconciliation(
         readings={
             d.index: reading_for(d, counts[d.index], fraction) for d in devices if d.has_memory
         },
         claims_per_device=counts,
         unknown_ids=tuple(unknown),
+        dra_claims_per_device=dra,
     )

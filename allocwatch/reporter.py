@@ -25,6 +25,7 @@ class Reporter:
         self.overrides_path = overrides_path
         self._readings: dict[int, MemoryReading] = {}
         self._claims: dict[int, int] = {}
+        self._dra_claims: dict[int, int] = {}
         # (index, uuid, has_memory) of the devices the gauges show
         self._series: list[tuple[int, str, bool]] = []
         self._unknown_ids: list[str] = []
@@ -47,6 +48,7 @@ class Reporter:
         self._series = []
         self._readings = {}
         self._claims = {}
+        self._dra_claims = {}
 
     def problem(self, message: str) -> None:
         # One line per distinct problem, not one per failing poll.
@@ -57,7 +59,9 @@ class Reporter:
     def published(self, devices: Sequence[Device], rec: Reconciliation, wrote: bool) -> None:
         if wrote:
             self.metrics.writes.inc()
-        self._devices(devices, rec.readings, rec.claims_per_device, wrote)
+        self._devices(
+            devices, rec.readings, rec.claims_per_device, rec.dra_claims_per_device, wrote
+        )
         self.metrics.unknown_ids.set(len(rec.unknown_ids))
         unknown = sorted(set(rec.unknown_ids))
         if unknown != self._unknown_ids:  # once per change, like the readings
@@ -76,10 +80,12 @@ class Reporter:
         devices: Sequence[Device],
         readings: dict[int, MemoryReading],
         claims: dict[int, int],
+        dra_claims: dict[int, int],
         wrote: bool,
     ) -> None:
         series = [(device.index, device.uuid, device.has_memory) for device in devices]
-        if readings == self._readings and claims == self._claims and series == self._series:
+        same_claims = claims == self._claims and dra_claims == self._dra_claims
+        if readings == self._readings and same_claims and series == self._series:
             if wrote:
                 log.info("rewrote %s: it was missing or edited on disk", self.overrides_path)
             return  # a quiet poll: the gauges already hold these values
@@ -93,14 +99,21 @@ class Reporter:
         for device in devices:
             new = readings.get(device.index)
             old = self._readings.get(device.index)
-            count = claims[device.index]
-            if not new_series and new == old and count == self._claims.get(device.index):
+            count, dra = claims[device.index], dra_claims.get(device.index, 0)
+            if (
+                not new_series
+                and new == old
+                and count == self._claims.get(device.index)
+                and dra == self._dra_claims.get(device.index)
+            ):
                 continue  # its gauges already hold these values
             if new is None:  # no memory in the profile: claims only
-                self.metrics.claims.labels(str(device.index), device.uuid).set(count)
+                self.metrics.device_claims(device.index, device.uuid, count, dra)
                 continue
             gauges = self.metrics.device(device.index, device.uuid)
             gauges.claims.set(count)
+            gauges.device_plugin_claims.set(count - dra)
+            gauges.dra_claims.set(dra)
             gauges.used_bytes.set(new.used_bytes)
             gauges.free_bytes.set(new.free_bytes)
             if old != new:
@@ -123,3 +136,4 @@ class Reporter:
             log.info("rewrote %s: it was missing or edited on disk", self.overrides_path)
         self._readings = dict(readings)
         self._claims = dict(claims)
+        self._dra_claims = dict(dra_claims)

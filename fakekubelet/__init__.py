@@ -6,8 +6,8 @@ For the tests and the benchmarks; never shipped. Run it as its own process
 it changes, so a test changes what List returns by rewriting that file
 atomically:
 
-    {"pods": [gpu_pod(...)], "fail": null | "UNAVAILABLE", "hang_seconds": 0,
-     "raw_pods_hex": []}
+    {"pods": [gpu_pod(...), dra_pod(...)], "fail": null | "UNAVAILABLE",
+     "hang_seconds": 0, "raw_pods_hex": []}
 
 `raw_pods_hex` are pods sent as given, after the others: bytes no real
 kubelet would send, to test a client against a malformed response.
@@ -32,35 +32,11 @@ from typing import Any
 import grpc
 
 from allocwatch.kubeletapi.podresources.v1 import api_pb2, api_pb2_grpc
+from fakekubelet.pods import build_response, dra_pod, dra_resource, gpu_pod
+
+__all__ = ["FakeKubelet", "build_response", "dra_pod", "dra_resource", "gpu_pod", "serve"]
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def gpu_pod(
-    namespace: str,
-    name: str,
-    device_ids: list[str],
-    resource: str = "nvidia.com/gpu",
-    container: str = "main",
-) -> dict[str, Any]:
-    return {
-        "namespace": namespace,
-        "name": name,
-        "containers": [
-            {"name": container, "devices": [{"resource_name": resource, "device_ids": device_ids}]}
-        ],
-    }
-
-
-def build_response(pods: list[dict[str, Any]]) -> api_pb2.ListPodResourcesResponse:
-    resp = api_pb2.ListPodResourcesResponse()
-    for pod in pods:
-        p = resp.pod_resources.add(name=pod["name"], namespace=pod["namespace"])
-        for container in pod.get("containers", []):
-            c = p.containers.add(name=container["name"])
-            for dev in container.get("devices", []):
-                c.devices.add(resource_name=dev["resource_name"], device_ids=dev["device_ids"])
-    return resp
 
 
 class _Servicer(api_pb2_grpc.PodResourcesListerServicer):

@@ -19,7 +19,7 @@ import pytest
 
 from allocwatch import cli
 from allocwatch.overrides import parse_document
-from fakekubelet import FakeKubelet, gpu_pod
+from fakekubelet import FakeKubelet, dra_pod, dra_resource, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.support import REPO_ROOT
 from tests.test_lock import hold_lock, release
@@ -112,6 +112,8 @@ def test_grpc_experiments_default_leaves_a_users_setting_alone(
         (["--log-format", "xml"], "--log-format"),
         (["--resource-name", "gpu"], "--resource-name"),
         (["--resource-name", "nvidia.com/"], "--resource-name"),
+        (["--dra-driver", ""], "--dra-driver"),
+        (["--dra-driver", "nvidia.com/gpu"], "--dra-driver"),
         (["--socket", ""], "--socket"),
         (["--no-such-flag"], "unrecognized"),
         (["--interv", "1s"], "unrecognized arguments: --interv"),
@@ -141,6 +143,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.interval == 0.5
     assert args.used_fraction == 0.5
     assert args.resource_names is None  # nvidia.com/gpu and nvidia.com/gpu.shared
+    assert args.dra_drivers is None  # gpu.nvidia.com
     assert args.dial_timeout == 10.0
     assert args.metrics_address == ":9477"
     assert (args.log_format, args.log_level) == ("text", "info")
@@ -233,6 +236,30 @@ def test_once_publishes_and_exits_0(kubelet: FakeKubelet, driver_root: Path) -> 
     assert mem["1"] == {"used_bytes": A100_HALF, "free_bytes": A100_APERTURE - A100_HALF}
     assert mem["0"] == {"used_bytes": 0, "free_bytes": A100_APERTURE}
     assert "device 1 (" in out.stderr  # one line per change
+
+
+def test_dra_drivers_are_counted_and_named_at_startup(
+    kubelet: FakeKubelet, driver_root: Path
+) -> None:
+    kubelet.set_pods(
+        [
+            dra_pod("ml", "a", "c1", [dra_resource("gpu-2")]),
+            dra_pod("ml", "b", "c2", [dra_resource("gpu-3", driver="gpu.example.com")]),
+        ]
+    )
+    common = ("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
+    out = run(*common)
+    assert out.returncode == 0, out.stderr
+    assert "DRA drivers gpu.nvidia.com," in out.stderr
+    mem = memory(driver_root / "config" / "overrides.yaml")
+    assert mem["2"]["used_bytes"] == A100_HALF
+    assert mem["3"]["used_bytes"] == 0
+
+    out = run(*common, "--dra-driver", "gpu.example.com", "--dra-driver", "gpu.nvidia.com")
+    assert out.returncode == 0, out.stderr
+    assert "DRA drivers gpu.example.com, gpu.nvidia.com," in out.stderr
+    mem = memory(driver_root / "config" / "overrides.yaml")
+    assert mem["2"]["used_bytes"] == mem["3"]["used_bytes"] == A100_HALF
 
 
 def test_once_with_env_fallbacks_and_fraction(

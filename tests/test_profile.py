@@ -342,3 +342,31 @@ class TestProfileSource:
         devices = source.refresh()
         assert devices is not None and devices[0] == Device(0, "", 7, 0)
         assert source.error is None
+
+
+def test_minor_numbers_are_the_engines() -> None:
+    # Given on one entry, the engine reports 0 for an entry without one and
+    # the index for an index no entry lists.
+    devices = parse_profile(
+        'version: "1.0"\nsystem: {driver_version: x, num_devices: 4}\n'
+        + "devices:\n  - {index: 0, uuid: G0, minor_number: 7}\n  - {index: 2, uuid: G2}\n"
+    )
+    assert [d.minor_number for d in devices] == [7, 1, 0, 3]
+    assert [d.dra_number for d in devices] == [7, 1, 0, 3]
+
+
+def test_without_any_minor_number_a_device_is_named_by_its_index() -> None:
+    devices = parse_profile(HEADER + "devices:\n  - {index: 1, uuid: G1}\n  - {index: 0}\n")
+    assert [d.minor_number for d in devices] == [None, None]
+    assert [d.dra_number for d in devices] == [0, 1]
+
+
+def test_a_minor_number_of_zero_counts_as_given() -> None:
+    devices = parse_profile(HEADER + "devices:\n  - {index: 1, minor_number: 0}\n  - {index: 0}\n")
+    assert [d.minor_number for d in devices] == [0, 0]
+
+
+@pytest.mark.parametrize("value", ["x", "1.5", "[1]"])
+def test_a_minor_number_of_the_wrong_type_is_refused(value: str) -> None:
+    with pytest.raises(ProfileError, match=r"devices\[0\]\.minor_number"):
+        parse_profile(HEADER + f"devices:\n  - {{index: 0, minor_number: {value}}}\n")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from allocwatch.claims import Claim, physical_device_id
+from allocwatch.claims import Claim, ClaimSource, physical_device_id
 from allocwatch.profile import Device
 from allocwatch.reconcile import MemoryReading, reading_for, reconcile
 from tests.conftest import A100_APERTURE, A100_HALF
@@ -112,3 +114,72 @@ def test_shipped_profiles_worked_numbers(
     assert reading_for(d, 1, 0.5).used_bytes == half
     assert reading_for(d, 1, 0.25).used_bytes == quarter
     assert reading_for(d, 2, 0.5) == MemoryReading(total - reserved, 0)
+
+
+# --- DRA -------------------------------------------------------------------------
+
+FOUR = [Device(i, f"GPU-{i}", 42949672960, 611319808) for i in range(4)]
+
+
+def dra(device_name: str, pod: str = "p", driver: str = "gpu.nvidia.com") -> Claim:
+    return Claim("ns", pod, "c", driver, device_name, ClaimSource.DRA, "ns", "claim")
+
+
+def test_a_dra_gpu_counts_on_the_device_of_that_index_without_minor_numbers() -> None:
+    rec = reconcile(FOUR, [dra("gpu-2")], 0.5)
+    assert rec.claims_per_device == {0: 0, 1: 0, 2: 1, 3: 0}
+    assert rec.dra_claims_per_device == {0: 0, 1: 0, 2: 1, 3: 0}
+    assert rec.readings[2] == MemoryReading(A100_HALF, A100_APERTURE - A100_HALF)
+
+
+def test_a_dra_gpu_counts_on_the_device_of_that_minor_number() -> None:
+    minors = [replace(d, minor_number=3 - d.index) for d in FOUR]
+    rec = reconcile(minors, [dra("gpu-0"), dra("gpu-1", "q")], 0.5)
+    assert rec.claims_per_device == {0: 0, 1: 0, 2: 1, 3: 1}
+
+
+def test_a_mig_device_counts_on_its_parent_gpu() -> None:
+    rec = reconcile(FOUR, [dra("gpu-1-mig-1g.5gb-19-0"), dra("gpu-1-mig-3g.20gb-9-4", "q")], 0.5)
+    assert rec.claims_per_device[1] == 2
+    assert rec.unknown_ids == ()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpu-vfio-1",
+        "gpu-9",
+        "gpu-",
+        "gpu-1x",
+        "gpu-01-mig",
+        "nic-1",
+        "GPU-1",
+        "gpu-01",
+        "gpu-\uff11",
+    ],
+)
+def test_a_dra_name_matching_no_device_is_unknown(name: str) -> None:
+    rec = reconcile(FOUR, [dra(name)], 0.5)
+    assert sum(rec.claims_per_device.values()) == 0
+    assert rec.unknown_ids == (f"gpu.nvidia.com/{name}",)
+
+
+def test_device_plugin_and_dra_claims_on_one_gpu_add_up_and_clamp() -> None:
+    rec = reconcile(FOUR, [claim("GPU-0"), dra("gpu-0"), dra("gpu-0", "q")], 0.5)
+    assert rec.claims_per_device[0] == 3
+    assert rec.dra_claims_per_device[0] == 2
+    assert rec.readings[0] == MemoryReading(A100_APERTURE, 0)
+
+
+def test_devices_sharing_a_minor_number_both_count_its_claims() -> None:
+    # As with a shared uuid: the engine would report both with that minor.
+    shared = [replace(FOUR[0], minor_number=0), replace(FOUR[1], minor_number=0)]
+    rec = reconcile(shared, [dra("gpu-0")], 0.5)
+    assert rec.claims_per_device == {0: 1, 1: 1}
+
+
+def test_a_dra_claim_on_a_device_without_uuid_or_memory_counts() -> None:
+    devices = [Device(0, "", 0, 0, has_memory=False)]
+    rec = reconcile(devices, [dra("gpu-0")], 0.5)
+    assert rec.claims_per_device == {0: 1}
+    assert rec.readings == {}

@@ -17,6 +17,8 @@ from allocwatch.durations import parse_duration
 
 from .deviceplugin import FakeDevicePlugin
 from .diagnostics import Section, report
+from .draplugin import FakeDraPlugin
+from .draworkloads import DraWorkloads
 from .helm import Helm
 from .kubectl import Kubectl
 from .manifests import render
@@ -98,6 +100,9 @@ class Stack:
         )
         self.watcher = AllocwatchRelease(self.pods, helm, self.files, values, s.metrics_port)
         self.workloads = GpuWorkloads(self.pods, images.allocwatch, RESOURCE)
+        # deployed only by the DRA tests, which set its api_server first
+        self.dra = FakeDraPlugin(self.pods, images.fakeplugin, s.nvml_mock_root, s.kubelet_root)
+        self.dra_workloads = DraWorkloads(self.pods, images.allocwatch)
 
     @property
     def ns(self) -> str:
@@ -113,8 +118,9 @@ class Stack:
         self.watcher.install()
 
     def cleanup(self) -> None:
-        """Best effort, in order: chart, plugin, staged files, namespace."""
+        """Best effort, in order: DRA plugin, chart, plugin, staged files, namespace."""
         steps = [
+            *([self.dra.remove] if self.dra.deployed else []),
             self.watcher.uninstall,
             self.plugin.remove,
             self.files.unstage,
@@ -138,6 +144,8 @@ class Stack:
             ),
         ]
         sections += self.plugin.diagnostics()
+        if self.dra.deployed:
+            sections += self.dra.diagnostics()
         sections += self.watcher.diagnostics()
         return report(sections)
 

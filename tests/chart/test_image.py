@@ -162,7 +162,16 @@ def test_runtime_environment_and_labels() -> None:
 
 @pytest.mark.parametrize(
     "source",
-    ["pyproject.toml", "README.md", "allocwatch", "image/requirements.txt", "e2e/fakeplugin"],
+    [
+        "pyproject.toml",
+        "README.md",
+        "allocwatch",
+        "image/requirements.txt",
+        "e2e/fakeplugin",
+        "e2e/__init__.py",
+        "e2e/fakedra",
+        "e2e/kubeletapi",
+    ],
 )
 def test_copied_sources_are_allowed_by_the_context_filter(source: str) -> None:
     patterns = ignore_patterns()

@@ -60,6 +60,7 @@ def test_default_args(helm: Helm) -> None:
         "--used-fraction=0.5",
         "--resource-name=nvidia.com/gpu",
         "--resource-name=nvidia.com/gpu.shared",
+        "--dra-driver=gpu.nvidia.com",
         "--metrics-address=:9477",
         "--log-format=text",
         "--log-level=info",
@@ -132,6 +133,7 @@ def test_custom_root_resources_and_flags(helm: Helm) -> None:
         {
             "nvmlMockRoot": "/opt/nvml-mock",
             "resourceNames": ["example.com/gpu"],
+            "draDrivers": ["gpu.nvidia.com", "gpu.example.com"],
             "logFormat": "json",
             "logLevel": "debug",
             "keepReadingsOnExit": True,
@@ -146,6 +148,8 @@ def test_custom_root_resources_and_flags(helm: Helm) -> None:
         "--interval=500ms",
         "--used-fraction=0.5",
         "--resource-name=example.com/gpu",
+        "--dra-driver=gpu.nvidia.com",
+        "--dra-driver=gpu.example.com",
         "--metrics-address=:9477",
         "--log-format=json",
         "--log-level=debug",
@@ -504,6 +508,7 @@ def test_notes_follow_the_values(helm: Helm) -> None:
     assert result.returncode == 0, result.stderr
     notes = result.stdout.split("NOTES:", 1)[1]
     assert "claims every 2s" in notes
+    assert "DRA (gpu.nvidia.com)" in notes
     assert "Without a readiness probe" in notes and "/metrics" not in notes
 
 
