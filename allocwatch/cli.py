@@ -61,7 +61,7 @@ def _interval(text: str) -> float:
 
 # ASCII decimal only: float() also takes `1_0` (as 10), spaces, and other
 # scripts' digits, none of which a Go flag parser or a chart value means.
-_DECIMAL = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+_DECIMAL = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
 def _fraction(text: str) -> float:
