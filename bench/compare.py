@@ -50,7 +50,7 @@ from bench.filewrites import FileWrites
 from bench.proc import cpu_seconds, peak_rss_mib
 from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods
 from fakekubelet import FakeKubelet, gpu_pod
-from tests.interop.upstream import Upstream, UpstreamUnavailable, locate
+from upstreamtools import Upstream, UpstreamUnavailable, locate
 
 GPU_PODS_PER_DEVICE = 2
 ENGINE_TTL_S = 1.0

@@ -108,7 +108,10 @@ def test_schema_accepts(helm: Helm, values: dict[str, Any]) -> None:
         ({"usedFractionPerClaim": -0.1}, "argument --used-fraction: '-0.1' must be in (0, 1]"),
         ({"usedFractionPerClaim": 1.5}, "argument --used-fraction: '1.5' must be in (0, 1]"),
         ({"usedFractionPerClaim": "1.5"}, "argument --used-fraction: '1.5' must be in (0, 1]"),
-        ({"usedFractionPerClaim": "half"}, "argument --used-fraction: 'half' is not a decimal number"),
+        (
+            {"usedFractionPerClaim": "half"},
+            "argument --used-fraction: 'half' is not a decimal number",
+        ),
         ({"interval": "2x"}, "argument --interval: '2x' is not a duration"),
         ({"interval": "2 s"}, "argument --interval: '2 s' is not a duration"),
         ({"interval": "-1s"}, "argument --interval: '-1s' must be between 10ms and 24h"),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.upstream import Upstream, UpstreamUnavailable, locate
+from upstreamtools import Upstream, UpstreamUnavailable, locate
 
 A100 = Path(__file__).resolve().parents[1] / "data" / "a100.yaml"
 

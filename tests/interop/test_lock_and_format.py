@@ -19,7 +19,7 @@ from typing import Any
 from allocwatch.profile import load_devices
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
-from tests.interop.upstream import Ctl, Upstream, load, memory, same, without_memory
+from upstreamtools import Ctl, Upstream, load, memory, same, without_memory
 
 PUBLISHES = 200
 STEPS = 100

@@ -23,7 +23,7 @@ import pytest
 
 from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from tests.interop.upstream import REPO, Upstream, load, memory
+from upstreamtools import REPO, Upstream, load, memory
 
 TOTAL = 42949672960
 RESERVED = 611319808

@@ -17,7 +17,7 @@ from typing import Any
 
 from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from tests.interop.upstream import (
+from upstreamtools import (
     Ctl,
     Upstream,
     allocwatch_once,

@@ -24,8 +24,8 @@ from allocwatch.claims import Claim
 from allocwatch.processes import hashed_pid
 from tests.conftest import A100_HALF, A100_UUIDS
 from tests.interop.test_nvml import Probe
-from tests.interop.upstream import REPO, Upstream, load
 from tests.support.fakekubelet import FakeKubelet, gpu_pod
+from upstreamtools import REPO, Upstream, load
 
 MIB = 2**20
 # The profile's own processes: one on GPU 0, two on GPU 3.

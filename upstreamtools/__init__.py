@@ -2,8 +2,8 @@
 
 The tools come from `hack/upstream/build.sh` (built once from the pinned
 source, then cached), or from a directory named by `ALLOCWATCH_UPSTREAM_DIR`
-that holds `nvml-mock-ctl` and `libnvidia-ml.so.1`. The benchmark imports
-this module too.
+that holds `nvml-mock-ctl` and `libnvidia-ml.so.1`. A dev-only package, not in
+the wheel: the interop tests and `bench.compare` both drive upstream through it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import yaml
 
 from fakekubelet import FakeKubelet
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "hack" / "upstream" / "build.sh"
 ENV_DIR = "ALLOCWATCH_UPSTREAM_DIR"
 MEMORY_KEYS = ("used_bytes", "free_bytes")
