@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from allocwatch import cli
+from allocwatch import cli, flags
 from allocwatch.overrides import parse_document
 from fakekubelet import FakeKubelet, dra_pod, dra_resource, gpu_pod
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
@@ -136,7 +136,7 @@ def test_bad_flags_exit_2_naming_the_flag(args: list[str], needle: str) -> None:
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MOCK_NVML_PODRESOURCES_SOCKET", "MOCK_NVML_CONFIG", "MOCK_NVML_OVERRIDES"):
         monkeypatch.delenv(name, raising=False)
-    args = cli.build_parser().parse_args([])
+    args = flags.build_parser().parse_args([])
     assert args.socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
     assert args.driver_root == "/var/lib/nvml-mock/driver"
     assert args.config is None and args.overrides is None  # under the driver root

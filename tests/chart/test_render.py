@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from allocwatch.cli import build_parser
+from allocwatch.flags import build_parser
 from tests.chart.fakeapiserver import api_server
 from tests.chart.helmtool import CHART, NAMESPACE, RELEASE, REPO_ROOT, Helm, container, only
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from allocwatch.cli import build_parser
+from allocwatch.flags import build_parser
 from tests.chart.helmtool import Helm, container
 
 SCHEMA_ERROR = "values don't meet the specifications of the schema"
