@@ -138,8 +138,13 @@ def test_connections_over_the_cap_close_the_oldest_and_a_probe_is_answered() -> 
             slow.append(client)
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5) as r:
             assert r.read() == b"ok\n"
-        # every connection but the newest MAX_CONNECTIONS was closed by the server
-        assert slow[0].recv(1) == b""
+        # every connection but the newest MAX_CONNECTIONS was closed by the server:
+        # a FIN, or a reset when its unread request bytes were still queued there
+        try:
+            closed = slow[0].recv(1) == b""
+        except ConnectionResetError:
+            closed = True
+        assert closed
         server_fds = len(os.listdir("/proc/self/fd"))
         assert server_fds < len(slow) + MAX_CONNECTIONS + 30
     finally:
