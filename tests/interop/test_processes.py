@@ -22,9 +22,9 @@ import yaml
 
 from allocwatch.claims import Claim
 from allocwatch.processes import hashed_pid
+from fakekubelet import FakeKubelet, gpu_pod
 from tests.conftest import A100_HALF, A100_UUIDS
 from tests.interop.test_nvml import Probe
-from tests.support.fakekubelet import FakeKubelet, gpu_pod
 from upstreamtools import REPO, Upstream, load
 
 MIB = 2**20
