@@ -17,6 +17,7 @@ import argparse
 import re
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -73,6 +74,14 @@ def poll_times(port: int) -> tuple[float, float, float]:
     return count, total / count if count else 0.0, slowest
 
 
+def timed_exit(proc: subprocess.Popen[str]) -> tuple[int, float]:
+    """SIGTERM; the exit code and the seconds until the exit."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    return code, time.monotonic() - sent
+
+
 def measure(repo: Path, kubelet: FakeKubelet, which: str, text: str, seconds: float) -> str:
     with tempfile.TemporaryDirectory(prefix="aw-hostile-") as tmp:
         root = Path(tmp) / "driver"
@@ -90,19 +99,13 @@ def measure(repo: Path, kubelet: FakeKubelet, which: str, text: str, seconds: fl
             polls, mean, slowest = poll_times(port)
             core = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0)
             rss = peak_rss_mib(proc.pid)
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=120)
-            took = time.monotonic() - sent
+            code, took = timed_exit(proc)
         finally:
             kill_if_running(proc)
         proc, _ = start_watcher(kubelet, root, "500ms", repo)
         try:
             time.sleep(0.05)  # the first poll has begun: the port is logged just before it
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            early_code = proc.wait(timeout=120)
-            early = time.monotonic() - sent
+            early_code, early = timed_exit(proc)
         finally:
             kill_if_running(proc)
     return (
