@@ -18,14 +18,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.launch import kill_if_running, start_watcher
 from bench.proc import cpu_seconds, peak_rss_mib
 from fakekubelet import FakeKubelet, gpu_pod
 
@@ -59,21 +58,6 @@ FILES: dict[str, tuple[str, Callable[[], str]]] = {
 }
 
 
-def start(repo: Path, kubelet: FakeKubelet, root: Path) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "allocwatch", "--socket", kubelet.socket_path,
-         "--driver-root", str(root), "--interval", "500ms", "--metrics-address", "127.0.0.1:0"],
-        stderr=subprocess.PIPE, text=True, cwd=repo,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        m = re.search(r"on port (\d+)", line)
-        if m:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, int(m.group(1))
-    raise RuntimeError("the watcher exited before serving metrics")
-
-
 def poll_times(port: int) -> tuple[float, float, float]:
     """(polls, mean seconds, upper bound of the slowest bucket) from the poll histogram."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
@@ -90,6 +74,14 @@ def poll_times(port: int) -> tuple[float, float, float]:
     return count, total / count if count else 0.0, slowest
 
 
+def timed_exit(proc: subprocess.Popen[str]) -> tuple[int, float]:
+    """SIGTERM; the exit code and the seconds until the exit."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=120)
+    return code, time.monotonic() - sent
+
+
 def measure(repo: Path, kubelet: FakeKubelet, which: str, text: str, seconds: float) -> str:
     with tempfile.TemporaryDirectory(prefix="aw-hostile-") as tmp:
         root = Path(tmp) / "driver"
@@ -100,32 +92,22 @@ def measure(repo: Path, kubelet: FakeKubelet, which: str, text: str, seconds: fl
         else:
             shutil.copy(PROFILE, profile)
             (root / "config" / "overrides.yaml").write_text(text)
-        proc, port = start(repo, kubelet, root)
+        proc, port = start_watcher(kubelet, root, "500ms", repo)
         try:
             cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
             time.sleep(seconds)
             polls, mean, slowest = poll_times(port)
             core = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0)
             rss = peak_rss_mib(proc.pid)
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=120)
-            took = time.monotonic() - sent
+            code, took = timed_exit(proc)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        proc, _ = start(repo, kubelet, root)
+            kill_if_running(proc)
+        proc, _ = start_watcher(kubelet, root, "500ms", repo)
         try:
             time.sleep(0.05)  # the first poll has begun: the port is logged just before it
-            sent = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            early_code = proc.wait(timeout=120)
-            early = time.monotonic() - sent
+            early_code, early = timed_exit(proc)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            kill_if_running(proc)
     return (
         f"| {int(polls)} | {mean * 1000:.0f} ms | <= {slowest:g} s | {core * 100:.0f} % "
         f"| {rss:.1f} MiB | {took:.2f} s | {code} | {early:.2f} s | {early_code} |"

@@ -11,14 +11,11 @@ import argparse
 import dataclasses
 import os
 import random
-import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -30,6 +27,7 @@ from allocwatch.overrides import parse_document
 from allocwatch.profile import Device, load_devices
 from allocwatch.reconcile import reading_for
 from bench.filewrites import FileWrites
+from bench.launch import kill_if_running, start_watcher
 from bench.proc import cpu_seconds, peak_rss_mib, thread_cpu_seconds
 from fakekubelet import FakeKubelet, gpu_pod
 
@@ -116,45 +114,6 @@ class FileReadings:
                 k: v.get("memory", {}).get("used_bytes") for k, v in doc.get("devices", {}).items()
             }
         return self._used
-
-
-def start_watcher(
-    kubelet: FakeKubelet, driver_root: Path, interval: str
-) -> tuple[subprocess.Popen[str], int]:
-    """Start the CLI; return it and the port of its metrics endpoint."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "allocwatch",
-            "--socket",
-            kubelet.socket_path,
-            "--driver-root",
-            str(driver_root),
-            "--interval",
-            interval,
-            "--metrics-address",
-            "127.0.0.1:0",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        m = re.search(r"on port (\d+)", line)
-        if m:
-            # Keep draining the change log, or a full pipe would block the watcher.
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, int(m.group(1))
-    raise RuntimeError("the watcher exited before serving metrics")
-
-
-def kill_if_running(proc: subprocess.Popen[str] | None) -> None:
-    """A benchmark that fails must not leave its watcher behind."""
-    if proc is not None and proc.poll() is None:
-        proc.kill()
-        proc.wait()
 
 
 def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Result:

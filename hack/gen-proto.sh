@@ -13,10 +13,13 @@ if ! "$PYTHON" -c "import grpc_tools, importlib.metadata as m, sys; sys.exit(m.v
 fi
 
 # One line per proto: protos/<path> generates its stubs beside <path> in the
-# repository. allocwatch/ ships in the wheel; e2e/ is test-side only.
+# repository. allocwatch/ ships in the wheel; e2e/ is test-side only (the DRA
+# and plugin-registration APIs are spoken only by the e2e fake DRA plugin).
 protos=(
   allocwatch/kubeletapi/podresources/v1/api.proto
   e2e/fakeplugin/deviceplugin/v1beta1/api.proto
+  e2e/kubeletapi/dra/v1/api.proto
+  e2e/kubeletapi/pluginregistration/v1/api.proto
 )
 for p in "${protos[@]}"; do
   d=$(dirname "$p")
@@ -30,33 +33,16 @@ for p in "${protos[@]}"; do
   done
 done
 "$PYTHON" -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. "${protos[@]/#/protos/}"
-# e2e packages also run under another top-level name (the fake plugin is
-# `fakeplugin` in its image), so their grpc stubs import their own messages
-# relatively; protoc has no option for it.
+# The fake device plugin also runs under another top-level name (`fakeplugin`
+# in its image), so its grpc stubs import their own messages relatively;
+# protoc has no option for it. The fake DRA plugin runs as e2e.fakedra and
+# keeps protoc's absolute imports.
 for p in "${protos[@]}"; do
   case $p in
-    e2e/*)
+    e2e/fakeplugin/*)
       package=$(dirname "$p" | tr / .)
       sed -i "s/^from ${package//./\\.} import /from . import /" "${p%.proto}_pb2_grpc.py"
       ;;
   esac
 done
 echo "gen-proto: regenerated ${#protos[@]} protos with grpcio-tools $GRPCIO_TOOLS_VERSION"
-
-# The kubelet plugin APIs only the e2e fake DRA plugin speaks: generated into
-# e2e/ so the product never ships them.
-e2e_protos=(
-  e2e/kubeletapi/dra/v1/api.proto
-  e2e/kubeletapi/pluginregistration/v1/api.proto
-)
-for p in "${e2e_protos[@]}"; do
-  d=$(dirname "$p")
-  mkdir -p "$d"
-  part=""
-  for seg in ${d//\// }; do
-    part=${part:+$part/}$seg
-    [ -f "$part/__init__.py" ] || : > "$part/__init__.py"
-  done
-done
-"$PYTHON" -m grpc_tools.protoc -Iprotos --python_out=. --grpc_python_out=. --pyi_out=. "${e2e_protos[@]/#/protos/}"
-echo "gen-proto: regenerated ${#e2e_protos[@]} e2e protos with grpcio-tools $GRPCIO_TOOLS_VERSION"

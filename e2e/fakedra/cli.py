@@ -5,18 +5,18 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import socket
-import sys
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
-from allocwatch.profile import ProfileError
+from e2e.kubeletplugin.process import (
+    configure_logging,
+    positive_float,
+    stop_on_signals,
+    wait_for_profile,
+)
 
-from .inventory import DraDevice, load_inventory
+from .inventory import load_inventory
 from .kubeapi import ApiError, KubeApi, RestClient
 from .plugin import DraPlugin
 from .publisher import SlicePublisher
@@ -27,13 +27,6 @@ DEFAULT_CONFIG = "/var/lib/nvml-mock/driver/config/config.yaml"
 DEFAULT_DRIVER = "gpu.nvidia.com"
 DEFAULT_REGISTRY_DIR = "/var/lib/kubelet/plugins_registry"
 DEFAULT_PLUGIN_ROOT = "/var/lib/kubelet/plugins"
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,33 +71,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--poll-interval",
-        type=_positive_float,
+        type=positive_float,
         default=0.5,
         help="seconds between socket checks (default %(default)s)",
     )
     p.add_argument(
         "--resync-interval",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         help="seconds between checks that the slice is still published (default %(default)s)",
     )
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     return p
-
-
-def wait_for_inventory(path: Path, stop: threading.Event, poll: float) -> list[DraDevice] | None:
-    """The profile's GPUs, waiting while the profile is missing or invalid."""
-    last_error = ""
-    while not stop.is_set():
-        try:
-            return load_inventory(path)
-        except (OSError, ProfileError, ValueError) as exc:
-            error = f"profile {path}: {exc}"
-        if error != last_error:
-            log.warning("%s; waiting", error)
-            last_error = error
-        stop.wait(poll)
-    return None
 
 
 def make_api(server: str | None) -> KubeApi:
@@ -113,29 +91,17 @@ def make_api(server: str | None) -> KubeApi:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level.upper(),
-        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(message)s",
-        datefmt="%Y-%m-%dT%H:%M:%S",
-    )
-    logging.Formatter.converter = time.gmtime
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    configure_logging(args.log_level)
+    stop = stop_on_signals(log)
 
     try:
         api = make_api(args.api_server)
     except (ApiError, OSError) as exc:
         log.error("no API server: %s", exc)
         return 2
-    devices = wait_for_inventory(args.config, stop, args.poll_interval)
+    devices = wait_for_profile(
+        args.config, load_inventory, (OSError, ValueError), stop, args.poll_interval, log
+    )
     if devices is None:
         return 0
     publisher = SlicePublisher(api, args.driver, args.node_name, devices)

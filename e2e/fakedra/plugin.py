@@ -23,23 +23,13 @@ import grpc
 
 from e2e.kubeletapi.dra.v1 import api_pb2_grpc as dra_grpc
 from e2e.kubeletapi.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from e2e.kubeletplugin.sockets import SocketIdentity, remove_if_ours, socket_identity
 
 from .kubeapi import ApiError, KubeApi
 from .publisher import SlicePublisher
 from .servicer import DraServicer, RegistrationServicer
 
 log = logging.getLogger("fakedra")
-
-# (st_dev, st_ino, st_ctime_ns): a re-created socket may reuse the inode number.
-SocketIdentity = tuple[int, int, int]
-
-
-def socket_identity(path: Path) -> SocketIdentity | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def registration_socket(registry_dir: Path, driver: str) -> Path:
@@ -96,11 +86,8 @@ class DraPlugin:
         if self._server is None:
             return
         self._server.stop(grace=1).wait()
-        # Remove a socket only if it is still ours (a restarted plugin may own the path).
         for path, identity in self._served.items():
-            if identity is not None and socket_identity(path) == identity:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+            remove_if_ours(path, identity)
         self._server, self._served = None, {}
         log.info("stopped serving %s", self.driver)
 

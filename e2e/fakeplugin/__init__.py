@@ -3,6 +3,7 @@
 It advertises the GPUs of an nvml-mock profile to the kubelet as
 `nvidia.com/gpu` (or another resource name), optionally time-sliced into
 `<uuid>::<k>` replicas, and answers `Allocate` with `NVIDIA_VISIBLE_DEVICES`
-only. Run it with `python -m fakeplugin`. The package imports only itself and
-`allocwatch`, so it can be copied onto any PYTHONPATH next to the watcher.
+only. Run it with `python -m fakeplugin`. The package imports only itself,
+`allocwatch`, and `e2e.kubeletplugin` (what it shares with the fake DRA
+plugin); its image puts the `e2e` package beside it.
 """

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
-import sys
-import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 from allocwatch.profile import ProfileError, load_devices
+from e2e.kubeletplugin.process import (
+    configure_logging,
+    positive_float,
+    stop_on_signals,
+    wait_for_profile,
+)
 
 from .devices import build_inventory
 from .plugin import DevicePlugin, default_socket_name
@@ -28,13 +29,6 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
     return value
 
 
@@ -88,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--poll-interval",
-        type=_positive_float,
+        type=positive_float,
         default=0.5,
         help="seconds between kubelet-restart checks (default %(default)s)",
     )
@@ -96,45 +90,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def wait_for_uuids(path: Path, stop: threading.Event, poll: float) -> list[str] | None:
-    """The profile's GPU UUIDs, waiting while the profile is missing or invalid."""
-    last_error = ""
-    while not stop.is_set():
-        try:
-            uuids = [d.uuid for d in load_devices(path) if d.uuid]
-        except (OSError, ProfileError) as exc:
-            error = f"profile {path}: {exc}"
-        else:
-            if uuids:
-                return uuids
-            error = f"profile {path} names no GPU UUIDs"
-        if error != last_error:
-            log.warning("%s; waiting", error)
-            last_error = error
-        stop.wait(poll)
-    return None
+def load_uuids(path: Path) -> list[str]:
+    """The profile's GPU UUIDs; an error if it names none."""
+    uuids = [d.uuid for d in load_devices(path) if d.uuid]
+    if not uuids:
+        raise ProfileError("the profile names no GPU UUIDs")
+    return uuids
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=args.log_level.upper(),
-        format="%(asctime)s.%(msecs)03dZ %(levelname)s %(message)s",
-        datefmt="%Y-%m-%dT%H:%M:%S",
+    configure_logging(args.log_level)
+    stop = stop_on_signals(log)
+
+    uuids = wait_for_profile(
+        args.config, load_uuids, (OSError, ProfileError), stop, args.poll_interval, log
     )
-    logging.Formatter.converter = time.gmtime
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-    uuids = wait_for_uuids(args.config, stop, args.poll_interval)
     if uuids is None:
         return 0
     try:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import grpc
 
+from e2e.kubeletplugin.sockets import SocketIdentity, remove_if_ours, socket_identity
+
 from .deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from .devices import PluginDevice
 from .servicer import DevicePluginServicer
@@ -27,17 +29,6 @@ log = logging.getLogger("fakeplugin")
 API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
 CHANNEL_OPTIONS = [("grpc.default_authority", "localhost")]
-
-# (st_dev, st_ino, st_ctime_ns): a re-created socket may reuse the inode number.
-SocketIdentity = tuple[int, int, int]
-
-
-def socket_identity(path: Path) -> SocketIdentity | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def default_socket_name(resource_name: str) -> str:
@@ -88,10 +79,7 @@ class DevicePlugin:
         assert self._servicer is not None
         self._servicer.close()
         self._server.stop(grace=1).wait()
-        # Remove the socket only if it is still ours (a restarted plugin may own the path).
-        if self._served is not None and socket_identity(self.socket_path) == self._served:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.socket_path)
+        remove_if_ours(self.socket_path, self._served)
         self._server = self._servicer = self._served = None
         log.info("stopped serving on %s", self.socket_path)
 

@@ -96,7 +96,7 @@ fi
 # tarball; its hash is the image tag, so an unchanged tree reuses the images.
 cd "$REPO_ROOT"
 mapfile -t paths < <(sed -n 's/^!//p' image/Dockerfile.dockerignore 2>/dev/null)
-[ ${#paths[@]} -gt 0 ] || paths=(pyproject.toml README.md allocwatch e2e/fakeplugin e2e/__init__.py e2e/fakedra e2e/kubeletapi)
+[ ${#paths[@]} -gt 0 ] || paths=(pyproject.toml README.md allocwatch e2e/fakeplugin e2e/__init__.py e2e/fakedra e2e/kubeletapi e2e/kubeletplugin)
 existing=("$DOCKERFILE")
 for p in "${paths[@]}"; do [ -e "$p" ] && existing+=("$p"); done
 ctx=$(mktemp "$CACHE/images/context.XXXXXX.tar")

@@ -171,6 +171,7 @@ def test_runtime_environment_and_labels() -> None:
         "e2e/__init__.py",
         "e2e/fakedra",
         "e2e/kubeletapi",
+        "e2e/kubeletplugin",
     ],
 )
 def test_copied_sources_are_allowed_by_the_context_filter(source: str) -> None:

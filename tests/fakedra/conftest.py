@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,11 @@ from typing import Any
 import pytest
 
 from tests.fakedra.kubelet import FakeKubelet
+from tests.support.pluginprocess import (
+    PluginProcess,
+    pytest_runtest_makereport,  # noqa: F401 - pytest finds hooks in conftest
+    stop_all,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILE = REPO_ROOT / "e2e" / "profiles" / "four-gpus.yaml"
@@ -69,41 +73,21 @@ class ApiServer:
         self.proc.wait()
 
 
-class PluginProcess:
+def start_plugin_process(root: Path, api_url: str, *args: str) -> PluginProcess:
     """`python -m e2e.fakedra` with the repository on PYTHONPATH, as in its image."""
-
-    def __init__(self, root: Path, api_url: str, *args: str) -> None:
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-        self.log_path = root / f"plugin-{len(list(root.glob('plugin-*')))}.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "e2e.fakedra",
-                "--registry-dir", str(root / "plugins_registry"),
-                "--plugin-root", str(root / "plugins"),
-                "--api-server", api_url,
-                "--node-name", NODE,
-                "--poll-interval", "0.1",
-                *args,
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=root,
-        )  # fmt: skip
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def terminate(self, timeout: float = 10.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
+    return PluginProcess(
+        [
+            sys.executable, "-m", "e2e.fakedra",
+            "--registry-dir", str(root / "plugins_registry"),
+            "--plugin-root", str(root / "plugins"),
+            "--api-server", api_url,
+            "--node-name", NODE,
+            "--poll-interval", "0.1",
+            *args,
+        ],
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        cwd=root,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -136,21 +120,9 @@ def start_plugin(
     started: list[PluginProcess] = []
 
     def start(*args: str, config: Path = PROFILE) -> PluginProcess:
-        plugin = PluginProcess(root, apiserver.url, "--config", str(config), *args)
+        plugin = start_plugin_process(root, apiserver.url, "--config", str(config), *args)
         started.append(plugin)
         return plugin
 
     yield start
-    for plugin in started:
-        plugin.stop()
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        for plugin in started:
-            print(f"--- {plugin.log_path.name} ---\n{plugin.log()}")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    report = yield
-    setattr(item, f"rep_{report.when}", report)
-    return report
+    stop_all(started, request)

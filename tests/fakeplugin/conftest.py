@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -14,50 +12,29 @@ from pathlib import Path
 import pytest
 
 from tests.fakeplugin.kubelet import FakeKubelet
+from tests.support.pluginprocess import (
+    PluginProcess,
+    pytest_runtest_makereport,  # noqa: F401 - pytest finds hooks in conftest
+    stop_all,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROFILE = REPO_ROOT / "e2e" / "profiles" / "four-gpus.yaml"
 UUIDS = [f"GPU-e2e0a11c-0000-4000-8000-00000000000{i}" for i in range(4)]
 
 
-class PluginProcess:
+def start_plugin_process(plugin_dir: Path, *args: str) -> PluginProcess:
     """`python -m fakeplugin` with only `e2e` and the repository on PYTHONPATH, as in its image."""
-
-    def __init__(self, plugin_dir: Path, *args: str) -> None:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "e2e"), str(REPO_ROOT)]))
-        self.log_path = (
-            plugin_dir.parent / f"plugin-{len(list(plugin_dir.parent.glob('plugin-*')))}.log"
-        )
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fakeplugin",
-                "--plugin-dir",
-                str(plugin_dir),
-                "--poll-interval",
-                "0.1",
-                *args,
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=plugin_dir.parent,
-        )
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def terminate(self, timeout: float = 10.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
+    return PluginProcess(
+        [
+            sys.executable, "-m", "fakeplugin",
+            "--plugin-dir", str(plugin_dir),
+            "--poll-interval", "0.1",
+            *args,
+        ],
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "e2e"), str(REPO_ROOT)])),
+        cwd=plugin_dir.parent,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -82,21 +59,9 @@ def start_plugin(
     started: list[PluginProcess] = []
 
     def start(*args: str, config: Path = PROFILE) -> PluginProcess:
-        plugin = PluginProcess(plugin_dir, "--config", str(config), *args)
+        plugin = start_plugin_process(plugin_dir, "--config", str(config), *args)
         started.append(plugin)
         return plugin
 
     yield start
-    for plugin in started:
-        plugin.stop()
-    rep = getattr(request.node, "rep_call", None)
-    if rep is not None and rep.failed:
-        for plugin in started:
-            print(f"--- {plugin.log_path.name} ---\n{plugin.log()}")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    report = yield
-    setattr(item, f"rep_{report.when}", report)
-    return report
+    stop_all(started, request)

@@ -1,0 +1,52 @@
+"""The allocwatch CLI as a process for a benchmark: start it, and never leave it behind."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from fakekubelet import FakeKubelet
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start_watcher(
+    kubelet: FakeKubelet, driver_root: Path, interval: str, repo: Path = REPO
+) -> tuple[subprocess.Popen[str], int]:
+    """Start `repo`'s CLI; return it and the port of its metrics endpoint."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "allocwatch",
+            "--socket",
+            kubelet.socket_path,
+            "--driver-root",
+            str(driver_root),
+            "--interval",
+            interval,
+            "--metrics-address",
+            "127.0.0.1:0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=repo,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        m = re.search(r"on port (\d+)", line)
+        if m:
+            # Keep draining the change log, or a full pipe would block the watcher.
+            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            return proc, int(m.group(1))
+    raise RuntimeError("the watcher exited before serving metrics")
+
+
+def kill_if_running(proc: subprocess.Popen[str] | None) -> None:
+    """A benchmark that fails must not leave its watcher behind."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
