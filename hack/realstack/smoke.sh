@@ -13,7 +13,8 @@
 #   3. allocwatch --once, told by a fake kubelet that a pod holds GPU 1,
 #      publishes into that driver root's overrides.yaml, and nvidia-smi
 #      reads the memory the profile implies for one claim on GPU 1 (others
-#      idle), then idle everywhere once the pod is gone and it runs again;
+#      idle) and names the pod in its Processes table, then idle everywhere,
+#      with no processes, once the pod is gone and it runs again;
 #   4. NVIDIA's device plugin passes NVML discovery on that driver root
 #      and serves its socket; the kubelet directory it registers with is a
 #      private empty one, so no cluster on this machine is touched.
@@ -146,11 +147,16 @@ smi_matches() {
 kubelet_holds "${uuids[1]}"
 allocwatch_once
 check "smi_matches claimed '${uuids[1]}'" "after allocwatch --once, GPU 1 reads one claim's memory (fraction $FRACTION) and the others idle"
-smi --query-compute-apps=gpu_uuid,pid --format=csv,noheader >"$work/apps-after.csv"
-check "grep -qx '${uuids[1]}, 4242' '$work/apps-after.csv'" "allocwatch's merge kept the other writer's processes entry"
+# allocwatch owns `processes` on the GPUs it publishes: the claim's pod replaces
+# the hand-written entry, and goes with the claim.
+smi --query-compute-apps=gpu_uuid,process_name,used_memory --format=csv,noheader >"$work/apps-claimed.csv"
+sed 's/^/  nvidia-smi: /' "$work/apps-claimed.csv" >&2
+check "[ \$(wc -l <'$work/apps-claimed.csv') = 1 ] && grep -q '^${uuids[1]}, smoke/train/main, ' '$work/apps-claimed.csv'" "the Processes table names the claiming pod on GPU 1, and nothing else"
 kubelet_holds
 allocwatch_once
 check "smi_matches released" "after the pod is gone and allocwatch --once again, every GPU reads idle"
+smi --query-compute-apps=gpu_uuid,process_name --format=csv,noheader >"$work/apps-released.csv"
+check "[ ! -s '$work/apps-released.csv' ]" "and the Processes table is empty again"
 kill "$kubelet_pid"; wait "$kubelet_pid" 2>/dev/null || true; kubelet_pid=
 sed 's/^/  allocwatch: /' "$work/allocwatch.log" >&2
 
