@@ -3,7 +3,8 @@
 Each test runs in a network namespace of its own (`unshare -n`), so the rules
 the kubelet and the CNI plugins make are made for real, by iptables and
 ip6tables, without touching the machine's. The cgroup tree is a directory
-tree given as ALLOCWATCH_CGROUP_ROOT. Root, iptables and nft are needed:
+tree given as ALLOCWATCH_CGROUP_ROOT, and the host paths are under tmp_path
+(ALLOCWATCH_HOST_PATHS). Root, iptables and nft are needed:
 without them these tests skip, except under CI (env CI set), where they must
 run and so fail instead (.ci/run installs them).
 """
@@ -55,6 +56,15 @@ mkdir -p "$ALLOCWATCH_CGROUP_ROOT"/cpu/docker/live
 echo 1 >"$ALLOCWATCH_CGROUP_ROOT"/cpu/docker/live/tasks
 """
 
+# As hoststate.sh's HOST_PATHS, under tmp_path: files before their directories.
+HOST_PATHS = (
+    "run/cdi/nvidia.yaml",
+    "run/nvidia/driver",
+    "var/lib/nvml-mock",
+    "run/cdi",
+    "run/nvidia",
+)
+
 SAVE = "{ iptables-save; ip6tables-save; } | grep -v '^#'"
 
 
@@ -79,6 +89,7 @@ mkdir -p "$RUNDIR"
         "ALLOCWATCH_CLUSTER_STATE": str(tmp_path / "state"),
         "ALLOCWATCH_CLUSTER_LOGS": str(tmp_path / "logs"),
         "ALLOCWATCH_CGROUP_ROOT": str(cgroups),
+        "ALLOCWATCH_HOST_PATHS": " ".join(str(tmp_path / p) for p in HOST_PATHS),
     }
     return subprocess.run(
         ["unshare", "-n", "bash", "-c", prelude + script],
@@ -171,3 +182,30 @@ def test_without_a_record_ours_go_by_name_and_others_stay(tmp_path: Path) -> Non
     assert ":DOCKER - [0:0]" in save and "-A FORWARD -j DOCKER" in save, save
     assert (tmp_path / "cgroup" / "cpu" / "docker" / "live").is_dir()
     assert not (tmp_path / "cgroup" / "cpu" / "kubepods").exists()
+
+
+def test_host_paths_new_since_up_go_and_those_before_stay(tmp_path: Path) -> None:
+    # /run/cdi was there with a spec of the machine's own; the rest is new:
+    # nvml-mock's driver root, its spec beside the machine's, the driver link.
+    (tmp_path / "run" / "cdi").mkdir(parents=True)
+    (tmp_path / "run" / "cdi" / "other.yaml").write_text("theirs")
+    stack = (
+        f"mkdir -p {tmp_path}/var/lib/nvml-mock/driver/config {tmp_path}/run/nvidia\n"
+        f"echo spec >{tmp_path}/run/cdi/nvidia.yaml\n"
+        f"ln -s {tmp_path}/var/lib/nvml-mock/driver {tmp_path}/run/nvidia/driver\n"
+    )
+    done = run_in_netns(
+        tmp_path,
+        "host_record\n"
+        + stack
+        + "host_leftovers\necho cleaned:\nhost_clean_paths\nhost_leftovers\n",
+    )
+    assert done.returncode == 0, done.stderr
+    left, _, after = done.stdout.partition("cleaned:\n")
+    for new in ("run/cdi/nvidia.yaml", "run/nvidia/driver", "var/lib/nvml-mock", "run/nvidia"):
+        assert f"path {tmp_path}/{new}\n" in left, left
+    assert f"path {tmp_path}/run/cdi\n" not in left, left
+    assert after == "", after
+    assert (tmp_path / "run" / "cdi" / "other.yaml").read_text() == "theirs"
+    for gone in ("run/cdi/nvidia.yaml", "run/nvidia", "var/lib/nvml-mock"):
+        assert not (tmp_path / gone).exists(), gone

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build (or reuse) the cluster's Go binaries:
 #   $CACHE/bin/k8s-<version>-<go>-<os>-<arch>-<inputs>/  kube-apiserver, kube-controller-manager,
-#                                                        kube-scheduler, kubelet, kubectl
+#                                                        kube-scheduler, kube-proxy, kubelet, kubectl
 #   $CACHE/bin/etcd-<version>-<go>-<os>-<arch>-<inputs>/ etcd
+#   $CACHE/bin/containerd-<version>-runc-<version>-<go>-<key>/ containerd 2.x,
+#                                                        its shim, ctr and runc
+#                                                        (hack/realstack/containerd.sh)
 # (<inputs>: a hash of the module's go.mod, go.sum and Go files, and this script)
 # A directory exists only once complete (built into a temporary directory and
 # renamed), so an interrupted build is simply redone.
@@ -10,7 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 go_env
 
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 
 build_k8s() {
   if [ -x "$K8S_BIN/kubelet" ]; then
@@ -53,4 +56,5 @@ build_etcd() {
 mkdir -p "$CACHE/bin" "$STATE"
 build_etcd
 build_k8s
-printf 'K8S_BIN=%s\nETCD_BIN=%s\n' "$K8S_BIN" "$ETCD_BIN" >"$STATE/bin.env"
+CONTAINERD_BIN=$("$REPO_ROOT/hack/realstack/containerd.sh") || die "containerd build failed"
+printf 'K8S_BIN=%s\nETCD_BIN=%s\nCONTAINERD_BIN=%s\n' "$K8S_BIN" "$ETCD_BIN" "$CONTAINERD_BIN" >"$STATE/bin.env"

@@ -8,7 +8,8 @@
 #   3. remove leftovers a killed kubelet/containerd may leave: containers,
 #      mounts under /var/lib/kubelet, /run/netns/cni-* and containerd's run
 #      dir, the cni0 bridge, IP leases, and what is new since cluster-up in
-#      iptables/ip6tables (KUBE-*, CNI-*) and the cgroups (kubepods, docker);
+#      iptables/ip6tables (KUBE-*, CNI-*), the cgroups (kubepods, docker) and
+#      the host paths the real stack's pods write (hoststate.sh);
 #   4. remove the etcd data and kubelet state, so the next cluster-up starts
 #      from an empty API;
 #   5. fail if a process, mount, cni0, or anything new in iptables, ip6tables
@@ -53,7 +54,7 @@ if pid_alive kube-apiserver && apiserver_ok >/dev/null 2>&1; then
 fi
 
 # --------------------------------------------------------------- 2. processes
-for name in kube-controller-manager kube-scheduler kubelet kube-apiserver etcd dockerd; do
+for name in kube-proxy kube-controller-manager kube-scheduler kubelet kube-apiserver etcd dockerd; do
   stop_pid "$name"
 done
 
@@ -124,8 +125,8 @@ rm -rf /var/lib/cni/networks/k8s-pod-network /var/lib/cni/results/k8s-pod-networ
 rm -f /etc/cni/net.d/10-k8s-bridge.conflist
 
 # Empty cgroups the kubelet (kubepods) and our dockerd (docker) leave when
-# they stop.
-if $ours_host; then host_clean_cgroups; fi
+# they stop; files the real stack's pods left.
+if $ours_host; then host_clean_cgroups; host_clean_paths; fi
 
 # --------------------------------------------------------------- 4. state
 if findmnt -rn -o TARGET | grep -qE '^/var/lib/kubelet(/|$)'; then

@@ -11,12 +11,20 @@
 # everything new was rejected: a Docker of the machine's own that started in
 # between would lose its rules. ALLOCWATCH_CGROUP_ROOT puts the cgroup tree
 # elsewhere (tests/test_teardown.py uses a directory).
+#
+# The real stack's pods also leave files on the host (nvml-mock's driver root,
+# its CDI specs, the /run/nvidia/driver link, the node-feature-discovery
+# directory its hostPath creates) and containerd 2.x its NRI socket directory:
+# of HOST_PATHS, those that did not exist at cluster-up are removed.
 
 HOST_BEFORE=$STATE/host-before        # iptables.save, ip6tables.save, cgroups
 OUR_CHAINS='^(KUBE|CNI)-'
 OUR_CGROUPS='^(kubepods|kubepods\.slice|docker)$'
 IPT_FAMILIES="iptables ip6tables"
 CGROUP_ROOT=${ALLOCWATCH_CGROUP_ROOT:-/sys/fs/cgroup}
+# Files before the directories that hold them.
+HOST_PATHS=${ALLOCWATCH_HOST_PATHS:-/run/cdi/nvidia.yaml /run/cdi/nvml-mock-nri.yaml /run/nvidia/driver \
+/var/lib/nvml-mock /run/cdi /run/nvidia /run/nri /etc/kubernetes}
 
 # host_save FAMILY: FAMILY-save's output, empty when the tool is missing.
 host_save() {
@@ -71,6 +79,7 @@ host_record() {
   local fam
   for fam in $IPT_FAMILIES; do host_save "$fam" >"$HOST_BEFORE.tmp/$fam.save"; done
   host_cgroups >"$HOST_BEFORE.tmp/cgroups"
+  host_paths >"$HOST_BEFORE.tmp/paths"
   rm -rf "$HOST_BEFORE"; mv "$HOST_BEFORE.tmp" "$HOST_BEFORE"
 }
 
@@ -146,6 +155,30 @@ host_new_cgroups() {
   fi
 }
 
+# host_paths: the HOST_PATHS that exist (a dangling link counts), one a line.
+host_paths() {
+  local p
+  for p in $HOST_PATHS; do
+    if [ -e "$p" ] || [ -L "$p" ]; then echo "$p"; fi
+  done
+}
+
+# host_new_paths: HOST_PATHS that exist now and did not at cluster-up, in
+# HOST_PATHS' order (nothing without a record).
+host_new_paths() {
+  [ -f "$HOST_BEFORE/paths" ] || return 0
+  host_paths | grep -vxF -f "$HOST_BEFORE/paths" || true
+}
+
+# host_clean_paths: remove the new HOST_PATHS, never crossing into a mount.
+host_clean_paths() {
+  local p
+  while read -r p; do
+    [ -n "$p" ] || continue
+    rm -rf --one-file-system "$p" || log "could not remove $p"
+  done < <(host_new_paths)
+}
+
 # host_leftovers: what is still new against the record, one item a line (with
 # no record: our chains and cgroups by name). Empty when the machine is back.
 host_leftovers() {
@@ -158,4 +191,5 @@ host_leftovers() {
     fi
   done
   host_new_cgroups | sed 's/^/cgroup /'
+  host_new_paths | sed 's/^/path /'
 }

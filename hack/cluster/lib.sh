@@ -64,11 +64,14 @@ inputs_key() {
 }
 
 # The bin directories are recorded once built so that scripts which only
-# run binaries (down.sh, env.sh) need no Go toolchain.
+# run binaries (down.sh, env.sh) need no Go toolchain. The built containerd's
+# directory goes first on PATH: its ctr talks to it, and containerd finds its
+# own shim there rather than Debian's.
 bin_dirs() {
   if [ -f "$STATE/bin.env" ]; then
     # shellcheck disable=SC1091
     . "$STATE/bin.env"
+    case ":$PATH:" in *":${CONTAINERD_BIN:-}:"*) ;; *) [ -z "${CONTAINERD_BIN:-}" ] || PATH=$CONTAINERD_BIN:$PATH ;; esac
   fi
 }
 

@@ -5,7 +5,7 @@
 #   ca                          cluster CA (client and serving certs)
 #   apiserver                   serving cert: 127.0.0.1, localhost, node name/IP, 10.0.0.1
 #   admin                       client, O=system:masters
-#   controller-manager, scheduler   client, their system: users
+#   controller-manager, scheduler, kube-proxy   client, their system: users
 #   kubelet                     client, CN=system:node:<node>, O=system:nodes
 #   kubelet-serving             the kubelet's serving cert (exec/logs from the API server)
 #   apiserver-kubelet-client    the API server's client cert towards the kubelet
@@ -18,7 +18,7 @@ mkdir -p "$PKI"
 cd "$PKI"
 umask 077
 
-LEAVES=(apiserver kubelet-serving admin apiserver-kubelet-client controller-manager scheduler kubelet)
+LEAVES=(apiserver kubelet-serving admin apiserver-kubelet-client controller-manager scheduler kube-proxy kubelet)
 # valid_for_a_week CERT...: each exists and is still valid a week from now.
 valid_for_a_week() {
   local crt
@@ -62,6 +62,7 @@ cert admin "/O=system:masters/CN=kubernetes-admin" "$client_ext"
 cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$client_ext"
 cert controller-manager "/CN=system:kube-controller-manager" "$client_ext"
 cert scheduler "/CN=system:kube-scheduler" "$client_ext"
+cert kube-proxy "/CN=system:kube-proxy" "$client_ext"
 cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "$client_ext"
 if [ ! -f sa.key ]; then
   openssl genrsa -out sa.key 2048 2>/dev/null
@@ -95,6 +96,7 @@ KCFG
 kubeconfig admin "$ADMIN_KUBECONFIG"
 kubeconfig controller-manager "$STATE/controller-manager.kubeconfig"
 kubeconfig scheduler "$STATE/scheduler.kubeconfig"
+kubeconfig kube-proxy "$STATE/kube-proxy.kubeconfig"
 kubeconfig kubelet "$STATE/kubelet.kubeconfig"
 chmod 0644 ca.crt
 echo "$stamp" >stamp

@@ -3,7 +3,8 @@
 # Idempotent: components that are already running (per their pid files) are
 # left alone, cached binaries and images are reused. Order:
 #   packages -> Go binaries -> PKI -> containerd -> node images -> etcd ->
-#   kube-apiserver -> kube-controller-manager -> kube-scheduler -> kubelet
+#   kube-apiserver -> kube-controller-manager -> kube-scheduler -> kube-proxy
+#   -> kubelet
 # and then waits until the node is Ready and the default ServiceAccount exists.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -16,8 +17,9 @@ lock_state
 
 # ---------------------------------------------------------------- packages
 # Binary -> Debian package. apt-get update runs only when something is missing.
+# containerd and runc are built (build.sh); runc's seccomp needs libseccomp.
 declare -A PKGS=(
-  [containerd]=containerd [runc]=runc [/usr/lib/cni/bridge]=containernetworking-plugins
+  [pkg-config]=pkg-config [/usr/include/seccomp.h]=libseccomp-dev [/usr/lib/cni/bridge]=containernetworking-plugins
   [iptables]=iptables [/bin/busybox]=busybox-static [gcc]=gcc [openssl]=openssl
   [curl]=curl [ip]=iproute2 [mount]=mount [findmnt]=util-linux [sysctl]=procps
   [dpkg-query]=dpkg [nft]=nftables
@@ -54,7 +56,7 @@ NODE_IP=$(node_ip)
 # the firewall plugin accepts pod traffic despite the FORWARD DROP policy.
 mkdir -p /etc/cni/net.d
 install -m 0644 "$CLUSTER_DIR/files/10-k8s-bridge.conflist" /etc/cni/net.d/10-k8s-bridge.conflist
-install -m 0644 "$CLUSTER_DIR/files/containerd.toml" "$STATE/containerd.toml"
+sed "s#@RUNC@#$CONTAINERD_BIN/runc#" "$CLUSTER_DIR/files/containerd.toml" >"$STATE/containerd.toml"
 
 containerd_ok() { ctr --address "$CONTAINERD_SOCK" --timeout 5s version; }
 if pid_alive containerd; then
@@ -65,7 +67,7 @@ else
   fi
   rm -f "$CONTAINERD_SOCK"
   log "starting containerd"
-  start_daemon containerd containerd --config "$STATE/containerd.toml"
+  start_daemon containerd "$CONTAINERD_BIN/containerd" --config "$STATE/containerd.toml"
   wait_for containerd 30 containerd_ok
 fi
 
@@ -87,15 +89,15 @@ else
 fi
 
 # ---------------------------------------------------------------- kube-apiserver
-# Listens on 127.0.0.1 only. It advertises the node IP (the default
-# "kubernetes" Service endpoint must not be loopback); with no kube-proxy no
-# pod reaches it through the Service anyway, and the e2e pods do not need to.
+# Listens on every address and advertises the node IP, the endpoint of the
+# "kubernetes" Service through which pods (nvml-mock's setup.sh labelling its
+# node) reach it via kube-proxy, as on a kind node.
 if pid_alive kube-apiserver; then
   log "kube-apiserver already running"
 else
   log "starting kube-apiserver $K8S_VERSION"
   start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
-    --bind-address=127.0.0.1 --secure-port="$APISERVER_PORT" --advertise-address="$NODE_IP" \
+    --bind-address=0.0.0.0 --secure-port="$APISERVER_PORT" --advertise-address="$NODE_IP" \
     --etcd-servers=http://127.0.0.1:2379 \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --client-ca-file="$PKI/ca.crt" \
@@ -151,6 +153,37 @@ healthz() { curl -fsSk --max-time 5 "https://127.0.0.1:$1/healthz"; }
 wait_for kube-controller-manager 60 healthz 10257
 wait_for kube-scheduler 60 healthz 10259
 
+# ---------------------------------------------------------------- kube-proxy
+# iptables mode, the Linux default. It leaves the machine's sysctls alone:
+# conntrack sizes and timeouts are not set, and localhost NodePorts (which
+# need route_localnet) are off. Its chains are KUBE-*, which cluster-down
+# removes with the kubelet's.
+cat >"$STATE/kube-proxy-config.yaml" <<KPCFG
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: $POD_CIDR
+hostnameOverride: $NODE_NAME
+clientConnection:
+  kubeconfig: $STATE/kube-proxy.kubeconfig
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+iptables:
+  localhostNodePorts: false
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+KPCFG
+if pid_alive kube-proxy; then
+  log "kube-proxy already running"
+else
+  log "starting kube-proxy"
+  start_daemon kube-proxy "$K8S_BIN/kube-proxy" --config="$STATE/kube-proxy-config.yaml"
+fi
+
 # ---------------------------------------------------------------- kubelet
 # See README.md for why each setting is needed on these machines.
 cat >"$STATE/kubelet-config.yaml" <<KCFG
@@ -196,6 +229,8 @@ else
   start_kubelet
 fi
 wait_kubelet_ready
+# kube-proxy reports healthy once it has synced the rules for this node.
+wait_for kube-proxy 60 curl -fsS --max-time 5 http://127.0.0.1:10256/healthz
 # Pods in a namespace wait for its default ServiceAccount, which the
 # serviceaccount controller creates shortly after the API comes up.
 wait_for kube-controller-manager 60 kc -n default get serviceaccount default --request-timeout=10s
