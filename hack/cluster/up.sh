@@ -158,7 +158,7 @@ wait_for kube-scheduler 60 healthz 10259
 # conntrack sizes and timeouts are not set, and localhost NodePorts (which
 # need route_localnet) are off. Its chains are KUBE-*, which cluster-down
 # removes with the kubelet's.
-cat >"$STATE/kube-proxy-config.yaml" <<KPCFG
+cat >"$STATE/kube-proxy-config.yaml.new" <<KPCFG
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -177,6 +177,14 @@ conntrack:
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
 KPCFG
+# kube-proxy exits when its config file changes, even to the same content:
+# the file is replaced only when it differs, and a running one stopped first.
+if cmp -s "$STATE/kube-proxy-config.yaml.new" "$STATE/kube-proxy-config.yaml"; then
+  rm -f "$STATE/kube-proxy-config.yaml.new"
+else
+  stop_pid kube-proxy
+  mv "$STATE/kube-proxy-config.yaml.new" "$STATE/kube-proxy-config.yaml"
+fi
 if pid_alive kube-proxy; then
   log "kube-proxy already running"
 else
