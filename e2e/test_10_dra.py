@@ -15,7 +15,7 @@ import pytest
 
 from allocwatch.outcome import PollOutcome
 from e2e.framework import timings
-from e2e.framework.draplugin import FakeDraPlugin, api_server_of
+from e2e.framework.draplugin import FakeDraPlugin
 from e2e.framework.draworkloads import DraWorkloads
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
@@ -26,12 +26,8 @@ OK_POLLS = f'allocwatch_polls_total{{result="{PollOutcome.OK}"}}'
 
 
 @pytest.fixture(scope="module")
-def dra(stack: Stack, expect: Expectation, provider: Provider) -> Iterator[FakeDraPlugin]:
+def dra(stack: Stack, expect: Expectation) -> Iterator[FakeDraPlugin]:
     """The plugin, for this module only: the other tests see a node without DRA."""
-    # The local harness runs no kube-proxy: its pods reach the API server
-    # only on the host network, at the kubeconfig's address.
-    if provider.name == "local":
-        stack.dra.api_server = api_server_of(stack.kubectl)
     with timings.phase("deploy DRA plugin"):
         stack.dra.deploy(len(expect.uuids))
     yield stack.dra

@@ -10,7 +10,6 @@ cluster-scoped, and so are the DeviceClass and ResourceSlice it creates:
 from __future__ import annotations
 
 from .diagnostics import Section
-from .kubectl import Kubectl
 from .manifests import render
 from .pods import Pods
 from .waiting import wait_until
@@ -21,13 +20,6 @@ LABELS = f"app.kubernetes.io/name={NAME}"
 DRIVER = "gpu.nvidia.com"
 
 
-def api_server_of(kubectl: Kubectl) -> str:
-    """`host:port` of the API server the kubeconfig names."""
-    jsonpath = "jsonpath={.clusters[0].cluster.server}"
-    server = kubectl.run("config", "view", "--minify", "-o", jsonpath)
-    return server.strip().removeprefix("https://").rstrip("/")
-
-
 class FakeDraPlugin:
     def __init__(
         self,
@@ -35,14 +27,11 @@ class FakeDraPlugin:
         image: str,
         nvml_mock_root: str,
         kubelet_root: str,
-        api_server: str | None = None,
     ) -> None:
         self.pods = pods
         self.image = image
         self.nvml_mock_root = nvml_mock_root
         self.kubelet_root = kubelet_root
-        # `host:port`, for clusters whose pods cannot reach the API server's Service
-        self.api_server = api_server
         # deployed and not removed since (by the tests that need it)
         self.deployed = False
 
@@ -58,7 +47,6 @@ class FakeDraPlugin:
                 nvml_mock_root=self.nvml_mock_root,
                 kubelet_root=self.kubelet_root,
                 args=[],
-                api_server=self.api_server or "",
             )
         )
         self.pods.wait_rollout(NAME, LABELS)

@@ -100,7 +100,7 @@ class Stack:
         )
         self.watcher = AllocwatchRelease(self.pods, helm, self.files, values, s.metrics_port)
         self.workloads = GpuWorkloads(self.pods, images.allocwatch, RESOURCE)
-        # deployed only by the DRA tests, which set its api_server first
+        # deployed only by the DRA tests
         self.dra = FakeDraPlugin(self.pods, images.fakeplugin, s.nvml_mock_root, s.kubelet_root)
         self.dra_workloads = DraWorkloads(self.pods, images.allocwatch)
 

@@ -54,14 +54,6 @@ def test_plugin_mounts_the_kubelet_plugin_directories_and_may_publish() -> None:
     }
 
 
-def test_plugin_on_the_host_network_reaches_the_given_api_server() -> None:
-    pod = plugin_pod(api_server="127.0.0.1:6443")["DaemonSet"]["spec"]["template"]["spec"]
-    assert pod["hostNetwork"] is True
-    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
-    assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"
-    assert env["KUBERNETES_SERVICE_PORT"] == "6443"
-
-
 @pytest.mark.parametrize("as_template", [False, True])
 def test_claims_ask_for_gpus_of_the_driver_class(as_template: bool) -> None:
     (doc,) = documents(
