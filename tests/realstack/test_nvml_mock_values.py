@@ -58,8 +58,17 @@ def objects(rendered: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
 
-def daemonset_container(rendered: str) -> dict[str, Any]:
-    (ds,) = [o for o in objects(rendered) if o["kind"] == "DaemonSet"]
+def daemonsets(rendered: str) -> dict[str, dict[str, Any]]:
+    """The DaemonSets by component (daemon, nri)."""
+    return {
+        o["metadata"]["labels"]["app.kubernetes.io/component"]: o
+        for o in objects(rendered)
+        if o["kind"] == "DaemonSet"
+    }
+
+
+def daemonset_container(rendered: str, component: str = "daemon") -> dict[str, Any]:
+    ds = daemonsets(rendered)[component]
     containers: list[dict[str, Any]] = ds["spec"]["template"]["spec"]["containers"]
     return containers[0] | {"count": len(containers)}
 
@@ -68,16 +77,27 @@ def env(rendered: str) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in daemonset_container(rendered)["env"]}
 
 
-def test_one_daemon_and_nothing_that_needs_a_network_peer(rendered: str) -> None:
+def test_the_daemon_and_nri_plugin_and_nothing_that_needs_a_network_peer(rendered: str) -> None:
     kinds = sorted(o["kind"] for o in objects(rendered))
-    # No NRI DaemonSet, no ibping Service or NetworkPolicy, no control plane.
+    # No ibping Service or NetworkPolicy, no control plane.
     assert kinds == [
         "ClusterRole",
         "ClusterRoleBinding",
         "ConfigMap",
         "DaemonSet",
+        "DaemonSet",
         "ServiceAccount",
     ]
+    assert set(daemonsets(rendered)) == {"daemon", "nri"}
+
+
+def test_the_nri_plugin_gives_workloads_the_mock_driver(rendered: str) -> None:
+    """GPU pods get nvidia-smi, the library and the profile from nvml-mock's NRI plugin:
+    the device plugin, run as upstream runs it, passes only the device nodes."""
+    args = daemonset_container(rendered, "nri")["args"]
+    assert "--overlay-host-path=/var/lib/nvml-mock" in args
+    assert "--overlay-mount-path=/opt/nvml-mock" in args
+    assert "--socket-path=/var/run/nri/nri.sock" in args
 
 
 def test_allocwatch_is_the_only_writer_of_readings(rendered: str) -> None:
@@ -93,9 +113,10 @@ def test_offline_features_are_off(rendered: str) -> None:
 
 
 def test_the_locally_built_image_is_never_pulled(rendered: str) -> None:
-    container = daemonset_container(rendered)
-    assert container["image"] == "localhost/nvml-mock:t"
-    assert container["imagePullPolicy"] == "Never"
+    for component in ("daemon", "nri"):
+        container = daemonset_container(rendered, component)
+        assert container["image"] == "localhost/nvml-mock:t"
+        assert container["imagePullPolicy"] == "Never"
 
 
 def test_a_small_profile(rendered: str) -> None:
