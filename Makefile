@@ -23,7 +23,7 @@ UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
 .PHONY: realstack-smoke containerd-smoke
 
-.PHONY: help helm e2e-preflight
+.PHONY: help helm e2e-preflight demo demo-down
 
 ## help: list the targets and what each does
 help:
@@ -135,10 +135,18 @@ containerd-smoke: venv
 e2e-preflight:
 	@DOCKER=$(DOCKER) hack/e2e-preflight.sh
 
+## demo: NVIDIA's nvml-mock, device plugin and allocwatch on the local cluster, left running (root)
+demo: helm cluster-up cluster-images
+	HELM=$(HELM_BIN) PYTHONPATH=. $(PY) hack/demo.py up
+## demo-down: remove what make demo deployed, nvml-mock's files included
+demo-down: helm
+	HELM=$(HELM_BIN) PYTHONPATH=. $(PY) hack/demo.py down
+
 ## e2e: end-to-end on kind (needs kind, docker and kubectl; e2e-local needs none)
 e2e: e2e-preflight helm
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind
 
-## e2e-local: end-to-end on the offline single-node cluster (root, Debian 12; no kind)
+## e2e-local: end-to-end on the offline single-node cluster, both stacks (root, Debian 12; no kind)
 e2e-local: helm cluster-up cluster-images
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local
+	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local --stack=real

@@ -1,12 +1,16 @@
 """e2e fixtures: pick a provider, deploy the stack once, record durations.
 
 pytest e2e --provider=kind|existing|local     (or ALLOCWATCH_E2E_PROVIDER)
+pytest e2e --provider=local --stack=real      (e2e/real: NVIDIA's nvml-mock, device plugin)
+
+The two stacks both own the node's nvml-mock files, so one run tests one of them.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +30,8 @@ from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Settings, Stack
 from e2e.framework.waiting import wait_until
 
 PROVIDERS = ("kind", "existing", "local")
+STACKS = ("fake", "real")
+REAL_TESTS = Path(__file__).parent / "real"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,10 +49,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="stage our 4-GPU profile on the node (default), or use the config.yaml of an "
         "nvml-mock already installed there",
     )
+    group.addoption(
+        "--stack",
+        choices=STACKS,
+        default="fake",
+        help="fake: the node helper and a fake device plugin (default); real: NVIDIA's "
+        "nvml-mock by its chart, its device plugin and nvidia-smi (e2e/real)",
+    )
     group.addoption("--node", default=None, help="the node to test (default: the first Ready)")
     group.addoption(
         "--e2e-keep", action="store_true", help="leave the deployed objects behind after the run"
     )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Collect only the chosen stack's tests."""
+    real = collection_path == REAL_TESTS or REAL_TESTS in collection_path.parents
+    top_level_test = (
+        collection_path.parent == REAL_TESTS.parent and collection_path.name.startswith("test_")
+    )
+    if config.getoption("--stack") == "real":
+        return True if top_level_test else None
+    return True if real else None
 
 
 def _option(config: pytest.Config, name: str) -> Any:
@@ -94,7 +118,7 @@ def provider(pytestconfig: pytest.Config) -> Iterator[Provider]:
         p.teardown()
 
 
-def _pick_node(kubectl: Kubectl, wanted: str | None) -> str:
+def pick_node(kubectl: Kubectl, wanted: str | None) -> str:
     def ready_nodes() -> list[str]:
         nodes = kubectl.get("nodes")["items"]
         return sorted(
@@ -123,7 +147,7 @@ def stack(
         kubelet_root=getattr(provider, "kubelet_root", Settings.kubelet_root),
     )
     keep = pytestconfig.getoption("--e2e-keep")
-    node = _pick_node(kubectl, pytestconfig.getoption("--node"))
+    node = pick_node(kubectl, pytestconfig.getoption("--node"))
     s = Stack(
         kubectl,
         Helm(provider.kubeconfig),

@@ -55,6 +55,8 @@ class Provider:
     kubelet_root = "/var/lib/kubelet"
     kubectl_bin: str | None = None  # None: KUBECTL or kubectl on PATH
     images: Images
+    # the settings the images came from; the real stack reads its own from it
+    found: dict[str, str]
 
     def setup(self) -> None:
         """Make the cluster reachable and the images runnable on it."""
@@ -86,6 +88,7 @@ class ExistingProvider(Provider):
 
     def setup(self) -> None:
         self.images = Images.from_env(self.env, "existing provider")
+        self.found = self.env
 
     def kubelet_restart_unsupported(self) -> str | None:
         if self.env.get("ALLOCWATCH_E2E_KUBELET_RESTART"):
@@ -143,6 +146,9 @@ class LocalProvider(Provider):
             "ALLOCWATCH_IMAGE",
             "FAKEPLUGIN_IMAGE",
             "ALLOCWATCH_KUBELET_ROOT",
+            "NVML_MOCK_IMAGE",
+            "NVML_MOCK_CHART",
+            "DEVICE_PLUGIN_IMAGE",
         )
         env = {k: v for k, v in self.env.items() if k in keys}
         env.update(self._harness_env())
@@ -154,6 +160,7 @@ class LocalProvider(Provider):
         if not self.kubeconfig.exists():
             raise ProviderUnavailable(f"local provider: {self.kubeconfig} does not exist")
         self.images = Images.from_env(env, "local provider (run `make cluster-images`)")
+        self.found = env
         self.kubelet_root = env.get("ALLOCWATCH_KUBELET_ROOT", "/var/lib/kubelet")
         self.kubectl_bin = self._kubectl(env)
 
@@ -268,6 +275,7 @@ class KindProvider(Provider):
             self._created = True
         # Images first: a failed build leaves no cluster behind.
         self.images = self._images()
+        self.found = {}
         config = cluster.path / "kind-config.yaml"
         config.write_text(render("kind-config.yaml.j2"))
         self._cluster = cluster

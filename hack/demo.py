@@ -1,0 +1,101 @@
+"""`make demo` / `make demo-down`: the real stack on the local cluster, left running.
+
+    demo.py up     deploy nvml-mock (its chart), NVIDIA's device plugin and
+                   allocwatch (its chart), print nvidia-smi before and after one
+                   GPU pod, and how to go on by hand
+    demo.py down   remove all of it, and the files nvml-mock laid out
+
+The deployment is the e2e suite's real stack (e2e/framework/realstack.py), so
+what the demo shows is what CI checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from e2e.conftest import pick_node
+from e2e.framework.helm import Helm
+from e2e.framework.kubectl import Kubectl
+from e2e.framework.providers import LocalProvider, ProviderUnavailable
+from e2e.framework.realstack import NODE_VIEW, RealImages, RealStack
+
+NAMESPACE = "allocwatch-demo"
+# What nvml-mock's pods leave on the node when they are stopped uncleanly;
+# the directories only when empty (something else may use them).
+NODE_FILES = ("/run/nvidia/driver", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvml-mock-nri.yaml")
+NODE_DIRS = ("/var/lib/nvml-mock", "/run/nvidia", "/var/run/cdi")
+
+
+def stack() -> RealStack:
+    provider = LocalProvider()
+    provider.setup()
+    images = RealImages.from_env(provider.found, "local cluster (run `make cluster-images`)")
+    kubectl = Kubectl(provider.kubeconfig, provider.kubectl_bin)
+    node = pick_node(kubectl, None)
+    return RealStack(kubectl, Helm(provider.kubeconfig), images, node, NAMESPACE)
+
+
+def up(real: RealStack) -> None:
+    print(f"deploying nvml-mock, NVIDIA's device plugin and allocwatch on {real.node} ...")
+    real.deploy()
+    real.wait_rows({}, 60, "an idle node")
+    print(f"\n$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # idle\n")
+    print(real.smi.table(NAMESPACE, NODE_VIEW))
+    pod = real.start_pod("train")
+    (uuid,) = [row.uuid for row in real.smi.rows(NAMESPACE, pod)]
+    real.wait_rows({uuid: 1}, 60, "the pod's GPU to rise")
+    print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # pod {pod} holds {uuid}\n")
+    print(real.smi.table(NAMESPACE, NODE_VIEW))
+    kubectl = f"KUBECONFIG={real.kubectl.kubeconfig} {real.kubectl.binary}"
+    manifest = (
+        '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"more"},"spec":{"containers":'
+        f'[{{"name":"main","image":"{real.images.nvml_mock}","command":["sleep","infinity"],'
+        '"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}'
+    )
+    print(
+        f"""The stack is left running. Go on by hand:
+
+  {kubectl} -n {NAMESPACE} apply -f - <<<'{manifest}'
+  {kubectl} -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi      # every GPU
+  {kubectl} -n {NAMESPACE} exec more -- nvidia-smi           # only its own GPU
+  {kubectl} -n {NAMESPACE} delete pod more {pod}             # back to idle
+  {kubectl} -n nvml-mock exec ds/nvml-mock -c nvml-mock -- nvml-mock-ctl temp --gpu 0 80
+
+make demo-down removes it all."""
+    )
+
+
+def down(real: RealStack) -> None:
+    real.cleanup()
+    for path in NODE_FILES:
+        if os.path.lexists(path):
+            os.unlink(path)
+    for directory in NODE_DIRS:
+        leftovers = Path(directory)
+        if leftovers.is_dir() and not leftovers.is_symlink():
+            if directory == "/var/lib/nvml-mock":
+                shutil.rmtree(directory)  # nvml-mock's own directory, whatever it holds
+            elif not any(leftovers.iterdir()):
+                leftovers.rmdir()
+    print("demo removed: allocwatch, the device plugin, nvml-mock and its files")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("up", "down"))
+    action = parser.parse_args().action
+    try:
+        real = stack()
+    except ProviderUnavailable as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
+    (up if action == "up" else down)(real)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
