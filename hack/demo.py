@@ -27,7 +27,15 @@ NAMESPACE = "allocwatch-demo"
 # What nvml-mock's pods leave on the node when they are stopped uncleanly;
 # the directories only when empty (something else may use them).
 NODE_FILES = ("/run/nvidia/driver", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvml-mock-nri.yaml")
-NODE_DIRS = ("/var/lib/nvml-mock", "/run/nvidia", "/var/run/cdi")
+NODE_DIRS = (
+    "/var/lib/nvml-mock",
+    "/run/nvidia",
+    "/var/run/cdi",
+    # the chart's node-feature-discovery hostPath, made even with the feature off
+    "/etc/kubernetes/node-feature-discovery/features.d",
+    "/etc/kubernetes/node-feature-discovery",
+    "/etc/kubernetes",
+)
 
 
 def stack() -> RealStack:
@@ -50,20 +58,20 @@ def up(real: RealStack) -> None:
     real.wait_rows({uuid: 1}, 60, "the pod's GPU to rise")
     print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # pod {pod} holds {uuid}\n")
     print(real.smi.table(NAMESPACE, NODE_VIEW))
-    kubectl = f"KUBECONFIG={real.kubectl.kubeconfig} {real.kubectl.binary}"
     manifest = (
         '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"more"},"spec":{"containers":'
         f'[{{"name":"main","image":"{real.images.nvml_mock}","command":["sleep","infinity"],'
         '"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}'
     )
     print(
-        f"""The stack is left running. Go on by hand:
+        f"""The stack is left running. Go on by hand, as root:
 
-  {kubectl} -n {NAMESPACE} apply -f - <<<'{manifest}'
-  {kubectl} -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi      # every GPU
-  {kubectl} -n {NAMESPACE} exec more -- nvidia-smi           # only its own GPU
-  {kubectl} -n {NAMESPACE} delete pod more {pod}             # back to idle
-  {kubectl} -n nvml-mock exec ds/nvml-mock -c nvml-mock -- nvml-mock-ctl temp --gpu 0 80
+  . hack/cluster/env.sh                      # KUBECONFIG, and the cluster's kubectl on PATH
+  kubectl -n {NAMESPACE} apply -f - <<<'{manifest}'
+  kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi      # every GPU
+  kubectl -n {NAMESPACE} exec more -- nvidia-smi           # only its own GPU
+  kubectl -n {NAMESPACE} delete pod more {pod}             # back to idle
+  kubectl -n nvml-mock exec ds/nvml-mock -c nvml-mock -- nvml-mock-ctl temp --gpu 0 80
 
 make demo-down removes it all."""
     )
