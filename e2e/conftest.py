@@ -27,6 +27,7 @@ from e2e.framework.providers import (
     ProviderUnavailable,
 )
 from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Settings, Stack
+from e2e.framework.teardown import deployed_for_run
 from e2e.framework.waiting import wait_until
 
 PROVIDERS = ("kind", "existing", "local")
@@ -146,7 +147,6 @@ def stack(
         stage=pytestconfig.getoption("--nvml-mock") == "stage",
         kubelet_root=getattr(provider, "kubelet_root", Settings.kubelet_root),
     )
-    keep = pytestconfig.getoption("--e2e-keep")
     node = pick_node(kubectl, pytestconfig.getoption("--node"))
     s = Stack(
         kubectl,
@@ -156,20 +156,7 @@ def stack(
         tmp_path_factory.mktemp("stack"),
         settings,
     )
-    try:
-        with timings.phase("deploy"):
-            s.deploy()
-    except BaseException:
-        if not keep:
-            try:
-                s.cleanup()
-            except Exception as exc:  # the deploy error is the one to report
-                print(f"cleanup after the failed deploy: {exc}")
-        raise
-    yield s
-    if not keep:
-        with timings.phase("cleanup"):
-            s.cleanup()
+    yield from deployed_for_run(s, pytestconfig.getoption("--e2e-keep"))
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,8 @@ from e2e.conftest import pick_node
 from e2e.framework.helm import Helm
 from e2e.framework.kubectl import Kubectl
 from e2e.framework.providers import LocalProvider, ProviderUnavailable
-from e2e.framework.realstack import NODE_VIEW, RealImages, RealStack
+from e2e.framework.realimages import RealImages
+from e2e.framework.realstack import NODE_VIEW, RealStack
 
 NAMESPACE = "allocwatch-demo"
 # What nvml-mock's pods leave on the node when they are stopped uncleanly;

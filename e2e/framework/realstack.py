@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,13 @@ from .diagnostics import Section, report
 from .expected import Expectation
 from .helm import Helm
 from .kubectl import Kubectl
+from .nvidiaplugin import RESOURCE, NvidiaDevicePlugin
 from .pods import Pods
-from .providers import REPO_ROOT, ProviderUnavailable
+from .providers import REPO_ROOT
+from .realimages import RealImages
 from .release import WATCHER_LABELS
 from .smi import NvidiaSmi, SmiRow, expected_rows
+from .teardown import run_all
 from .waiting import wait_until
 
 CHART = REPO_ROOT / "charts" / "allocwatch"
@@ -39,34 +41,10 @@ NVML_MOCK_NS = "nvml-mock"
 ALLOCWATCH_NS = "allocwatch"
 PLUGIN_NS = "kube-system"
 NVML_MOCK_LABELS = "app.kubernetes.io/name=nvml-mock,app.kubernetes.io/component=daemon"
-NRI_LABELS = "app.kubernetes.io/component=nri"
-PLUGIN_LABELS = "name=nvidia-device-plugin-mock"
 GPU_LABEL = "nvidia.com/gpu.present"
-RESOURCE = "nvidia.com/gpu"
 NODE_VIEW = "node-view"
 # where nvml-mock's NRI plugin mounts /var/lib/nvml-mock in every workload
 OVERLAY = "/opt/nvml-mock/driver/config"
-
-
-@dataclass(frozen=True)
-class RealImages:
-    nvml_mock: str
-    nvml_mock_chart: Path
-    device_plugin: str
-    allocwatch: str
-
-    @classmethod
-    def from_env(cls, env: dict[str, str], source: str) -> RealImages:
-        keys = ("NVML_MOCK_IMAGE", "NVML_MOCK_CHART", "DEVICE_PLUGIN_IMAGE", "ALLOCWATCH_IMAGE")
-        missing = [k for k in keys if not env.get(k)]
-        if missing:
-            raise ProviderUnavailable(f"{source}: {', '.join(missing)} not set")
-        return cls(
-            env["NVML_MOCK_IMAGE"],
-            Path(env["NVML_MOCK_CHART"]),
-            env["DEVICE_PLUGIN_IMAGE"],
-            env["ALLOCWATCH_IMAGE"],
-        )
 
 
 def pod_manifest(name: str, namespace: str, image: str, node: str, gpus: int) -> str:
@@ -103,7 +81,9 @@ class RealStack:
         self.workload_ns = workload_ns
         self.pods = Pods(kubectl, workload_ns, node, self.diagnostics)
         self.nvml_mock = Pods(kubectl, NVML_MOCK_NS, node, self.diagnostics)
-        self.plugin = Pods(kubectl, PLUGIN_NS, node, self.diagnostics)
+        self.plugin = NvidiaDevicePlugin(
+            Pods(kubectl, PLUGIN_NS, node, self.diagnostics), images.device_plugin
+        )
         self.watcher = Pods(kubectl, ALLOCWATCH_NS, node, self.diagnostics)
         self.smi = NvidiaSmi(kubectl)
         defaults = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -135,34 +115,12 @@ class RealStack:
         self.deploy_plugin(replicas=1)
         self.install_allocwatch()
 
+    def deploy_plugin(self, replicas: int) -> None:
+        self.plugin.deploy(len(self.expectation.uuids), replicas)
+
     def _labelled(self) -> bool:
         labels = self.kubectl.get("node", self.node)["metadata"].get("labels", {})
         return labels.get(GPU_LABEL) == "true"
-
-    def deploy_plugin(self, replicas: int) -> None:
-        """NVIDIA's device plugin, each GPU advertised `replicas` times (time-slicing
-        when > 1), and wait until the node's allocatable says so."""
-        manifest = (FILES / "device-plugin.yaml").read_text()
-        manifest = manifest.replace(
-            "image: localhost/k8s-device-plugin:v0.18.2", f"image: {self.images.device_plugin}"
-        )
-        self.kubectl.apply(manifest)
-        if replicas > 1:
-            self.kubectl.apply((FILES / "device-plugin-timeslicing.yaml").read_text())
-        # The plugin reads its config at start: a new pod for a new config.
-        self.kubectl.delete("pods", "-n", PLUGIN_NS, "-l", PLUGIN_LABELS, wait=True)
-        self.plugin.wait_ready(PLUGIN_LABELS)
-        gpus = len(self.expectation.uuids) * replicas
-        wait_until(
-            lambda: self.allocatable() == gpus,
-            60,
-            f"{RESOURCE} allocatable {gpus} on {self.node}",
-            diagnostics=self.diagnostics,
-        )
-
-    def allocatable(self) -> int:
-        node = self.kubectl.get("node", self.node)
-        return int(node["status"].get("allocatable", {}).get(RESOURCE, "0"))
 
     def install_allocwatch(self, values: Path | None = None) -> None:
         """The chart's defaults, and `values` over them when given."""
@@ -211,9 +169,6 @@ class RealStack:
         if names:
             self.kubectl.delete("pod", "-n", self.workload_ns, *names, wait=True)
 
-    def visible_uuids(self, pod: str) -> list[str]:
-        return [row.uuid for row in self.smi.rows(self.workload_ns, pod)]
-
     # ------------------------------------------------------------ readings
     def node_rows(self) -> list[SmiRow]:
         return self.smi.rows(self.workload_ns, NODE_VIEW)
@@ -259,21 +214,14 @@ class RealStack:
             lambda: self.helm.run("uninstall", "allocwatch", "-n", ALLOCWATCH_NS, "--wait",
                                   "--ignore-not-found"),
             lambda: self.kubectl.delete("namespace", self.workload_ns, ALLOCWATCH_NS, wait=True),
-            lambda: self.kubectl.delete("-f", str(FILES / "device-plugin.yaml"), wait=True),
+            self.plugin.remove,
             # its pod's exit removes what setup.sh laid out under /var/lib/nvml-mock
             lambda: self.helm.run("uninstall", "nvml-mock", "-n", NVML_MOCK_NS, "--wait",
                                   "--ignore-not-found"),
             lambda: self.kubectl.delete("namespace", NVML_MOCK_NS, wait=True),
             lambda: self.kubectl.run("label", "node", self.node, f"{GPU_LABEL}-"),
         ]  # fmt: skip
-        errors = []
-        for step in steps:
-            try:
-                step()
-            except Exception as exc:  # keep cleaning; report at the end
-                errors.append(f"{type(exc).__name__}: {exc}")
-        if errors:
-            raise RuntimeError("cleanup failed:\n" + "\n".join(errors))
+        run_all(steps)
 
     def diagnostics(self) -> str:
         def logs(pods: Pods, selector: str, tail: int = 30) -> list[Section]:
@@ -288,7 +236,7 @@ class RealStack:
             ("pods", lambda: self.kubectl.run("get", "pods", "-A", "-o", "wide")),
         ]
         sections += logs(self.nvml_mock, "app.kubernetes.io/instance=nvml-mock")
-        sections += logs(self.plugin, PLUGIN_LABELS)
+        sections += self.plugin.diagnostics()
         sections += logs(self.watcher, WATCHER_LABELS)
         return report(sections)
 

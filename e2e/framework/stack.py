@@ -26,6 +26,7 @@ from .nodefiles import HELPER_LABELS, NodeFiles
 from .pods import Pods
 from .providers import REPO_ROOT, Images
 from .release import WATCHER_LABELS, AllocwatchRelease
+from .teardown import run_all
 from .workloads import GpuWorkloads
 
 RESOURCE = "nvidia.com/gpu"
@@ -126,14 +127,7 @@ class Stack:
             self.files.unstage,
             lambda: self.kubectl.delete("namespace", self.ns, wait=True),
         ]
-        errors = []
-        for step in steps:
-            try:
-                step()
-            except Exception as exc:  # keep cleaning; report at the end
-                errors.append(f"{type(exc).__name__}: {exc}")
-        if errors:
-            raise RuntimeError("cleanup failed:\n" + "\n".join(errors))
+        run_all(steps)
 
     def diagnostics(self) -> str:
         sections: list[Section] = [

@@ -7,11 +7,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from e2e.conftest import pick_node
-from e2e.framework import timings
 from e2e.framework.helm import Helm
 from e2e.framework.kubectl import Kubectl
 from e2e.framework.providers import Provider, ProviderUnavailable
-from e2e.framework.realstack import RealImages, RealStack
+from e2e.framework.realimages import RealImages
+from e2e.framework.realstack import RealStack
+from e2e.framework.teardown import deployed_for_run
 
 # gpu_pod() -> the name of a Ready pod holding one nvidia.com/gpu
 GpuPod = Callable[[], str]
@@ -28,21 +29,7 @@ def real_stack(provider: Provider, pytestconfig: pytest.Config) -> Iterator[Real
     kubectl = Kubectl(provider.kubeconfig, provider.kubectl_bin)
     node = pick_node(kubectl, pytestconfig.getoption("--node"))
     stack = RealStack(kubectl, Helm(provider.kubeconfig), images, node, "allocwatch-real-e2e")
-    keep = pytestconfig.getoption("--e2e-keep")
-    try:
-        with timings.phase("deploy"):
-            stack.deploy()
-    except BaseException:
-        if not keep:
-            try:
-                stack.cleanup()
-            except Exception as exc:  # the deploy error is the one to report
-                print(f"cleanup after the failed deploy: {exc}")
-        raise
-    yield stack
-    if not keep:
-        with timings.phase("cleanup"):
-            stack.cleanup()
+    yield from deployed_for_run(stack, pytestconfig.getoption("--e2e-keep"))
 
 
 @pytest.fixture
