@@ -39,14 +39,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # ---------------------------------------------------------------- 1. rootfs
-# The Debian mirror the host's apt uses (the only archive reachable).
-apt_mirror() {
-  { cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
-    sed -nE 's#^URIs:[[:space:]]*(http[^ ]*/debian)/?$#\1#p; s#^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?(http[^ ]*/debian)/?[[:space:]]+'"$SUITE"'[[:space:]].*#\2#p' |
-    head -1
-}
-mirror=${DEBIAN_MIRROR:-$(apt_mirror)}
-mirror=${mirror:-http://deb.debian.org/debian}
+mirror=$(apt_mirror "$SUITE")
 mapfile -t cas < <(find /usr/local/share/ca-certificates -name '*.crt' -type f 2>/dev/null | sort)
 ca_sums=$(for crt in "${cas[@]}"; do sha256sum "$crt"; done)
 # This script is the recipe (debootstrap, CA setup, cleanup, the import's options).

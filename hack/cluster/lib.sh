@@ -75,6 +75,16 @@ bin_dirs() {
   fi
 }
 
+# apt_mirror SUITE: the Debian mirror the host's apt uses for SUITE (the only
+# archive reachable here); DEBIAN_MIRROR overrides it.
+apt_mirror() {
+  local m
+  m=$({ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
+    sed -nE 's#^URIs:[[:space:]]*(http[^ ]*/debian)/?$#\1#p; s#^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?(http[^ ]*/debian)/?[[:space:]]+'"$1"'[[:space:]].*#\2#p' |
+    head -1)
+  echo "${DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
+}
+
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 

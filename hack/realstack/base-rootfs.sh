@@ -22,7 +22,7 @@ key=$(printf '%s\n' "$SUITE $COMPONENTS $INCLUDE $NVIDIA_SMI" "$(recipe_key "$0"
 out=$CACHE/rootfs/$SUITE-nvml-mock-$key.tar
 if [ -f "$out" ]; then echo "$out"; exit 0; fi
 
-mirror=$(apt_mirror)
+mirror=$(apt_mirror "$SUITE")
 mkdir -p "$CACHE/rootfs" "$LOGDIR"
 rootfs=$(mktemp -d "$CACHE/rootfs/build.XXXXXX")
 trap 'rm -rf "$rootfs"' EXIT

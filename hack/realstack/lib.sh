@@ -20,15 +20,6 @@ SUITE=bookworm
 # recipe_key FILE...: a short hash of the files that make up a recipe.
 recipe_key() { cat "$@" | sha256sum | cut -c1-12; }
 
-# The Debian mirror the host's apt uses (the only archive reachable).
-apt_mirror() {
-  local m
-  m=$({ cat /etc/apt/sources.list /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true; } |
-    sed -nE 's#^URIs:[[:space:]]*(http[^ ]*/debian)/?$#\1#p; s#^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?(http[^ ]*/debian)/?[[:space:]]+'"$SUITE"'[[:space:]].*#\2#p' |
-    head -1)
-  echo "${DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
-}
-
 # pack_image ROOTFS REF TARBALL MKIMAGE-FLAG...: pack a rootfs directory into
 # an image tarball, then remove the directory (and the caller's EXIT trap,
 # which was there to remove it).

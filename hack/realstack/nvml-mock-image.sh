@@ -13,9 +13,9 @@
 # --import loads it into containerd's k8s.io namespace.
 #
 # kubectl (setup.sh labels the node with it, the Dockerfile downloads it) is
-# the cluster's own static build: $KUBECTL, else the one `cluster-up` built
-# (never another kubectl on PATH, which need not be static).
-# Without one the image is still made, and setup.sh skips the label.
+# the cluster's own static build: $KUBECTL, else the one hack/cluster/build.sh
+# builds and caches for the local cluster (never another kubectl on PATH,
+# which need not be static).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -26,14 +26,12 @@ import=false
 base_tar=$("$REALSTACK_DIR/base-rootfs.sh") || die "base-rootfs.sh failed"
 upstream=$("$REPO_ROOT/hack/upstream/build.sh" --image) || die "hack/upstream/build.sh --image failed"
 if [ -z "${KUBECTL:-}" ]; then
+  "$REPO_ROOT/hack/cluster/build.sh" >&2 || die "hack/cluster/build.sh failed"
   bin_dirs
-  [ -n "${K8S_BIN:-}" ] && [ -x "$K8S_BIN/kubectl" ] && KUBECTL=$K8S_BIN/kubectl
+  KUBECTL=$K8S_BIN/kubectl
 fi
-KUBECTL=${KUBECTL:-}
-kubectl_sum=none
-if [ -n "$KUBECTL" ]; then kubectl_sum=$(sha256sum <"$KUBECTL" | cut -c1-64)
-else log "WARNING: no kubectl found; the image's setup.sh will not label the node"
-fi
+[ -x "$KUBECTL" ] || die "no kubectl at $KUBECTL"
+kubectl_sum=$(sha256sum <"$KUBECTL" | cut -c1-64)
 key=$(printf '%s\n' "$(basename "$base_tar")" "$(basename "$upstream")" "$kubectl_sum" \
   "$(recipe_key "$0" "$MKIMAGE")" | sha256sum | cut -c1-12)
 ref=localhost/nvml-mock:$UPSTREAM_COMMIT-$key
@@ -48,7 +46,7 @@ if [ ! -f "$tarball" ]; then
   cp -a "$upstream"/bin/. "$rootfs/usr/local/bin/"
   cp -a "$upstream"/usr-bin/. "$rootfs/usr/bin/"
   install -m 0755 "$upstream/scripts/stage-ib-tools.sh" "$rootfs/usr/local/bin/stage-ib-tools.sh"
-  if [ -n "$KUBECTL" ]; then install -m 0755 "$KUBECTL" "$rootfs/usr/local/bin/kubectl"; fi
+  install -m 0755 "$KUBECTL" "$rootfs/usr/local/bin/kubectl"
   chroot "$rootfs" sh /usr/local/bin/stage-ib-tools.sh >&2
   chroot "$rootfs" dpkg --purge patchelf >/dev/null
   cp -a "$upstream/scripts" "$rootfs/scripts"
