@@ -92,6 +92,8 @@ class RealStack:
         self.fraction = float(defaults["usedFractionPerClaim"])
         self.expectation = Expectation([], self.fraction)
         self.allocwatch_installed = False
+        # how many times the device plugin advertises each GPU (0: not deployed)
+        self.plugin_replicas = 0
 
     # ------------------------------------------------------------ deploy
     def deploy(self) -> None:
@@ -117,6 +119,7 @@ class RealStack:
 
     def deploy_plugin(self, replicas: int) -> None:
         self.plugin.deploy(len(self.expectation.uuids), replicas)
+        self.plugin_replicas = replicas
 
     def _labelled(self) -> bool:
         labels = self.kubectl.get("node", self.node)["metadata"].get("labels", {})

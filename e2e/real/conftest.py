@@ -34,7 +34,10 @@ def real_stack(provider: Provider, pytestconfig: pytest.Config) -> Iterator[Real
 
 @pytest.fixture
 def real(real_stack: RealStack) -> RealStack:
-    """The stack as every test starts from it: allocwatch installed by its chart."""
+    """The stack as every test starts from it: allocwatch installed by its chart, and
+    the device plugin advertising each GPU once."""
+    if real_stack.plugin_replicas != 1:
+        real_stack.deploy_plugin(replicas=1)
     if not real_stack.allocwatch_installed:
         real_stack.install_allocwatch()
     return real_stack

@@ -54,29 +54,7 @@ def test_2_one_gpu_pod_moves_its_gpu_and_returns(real: RealStack, gpu_pod: GpuPo
     assert took <= bound(real), f"idle after {took:.2f}s, bound {bound(real):.2f}s"
 
 
-def test_3_time_slicing_two_pods_on_one_gpu(real: RealStack, gpu_pod: GpuPod) -> None:
-    real.deploy_plugin(replicas=2)
-    try:
-        # One pod more than there are GPUs: two of them share one.
-        pods = [gpu_pod() for _ in range(len(real.expectation.uuids) + 1)]
-        holders = {pod: own_view(real, pod) for pod in pods}
-        claims = Counter(holders.values())
-        assert max(claims.values()) == 2, claims
-        real.wait_rows(dict(claims), WITHIN, "two claims' worth on the shared GPU")
-        # the Processes table names each pod on its GPU, with its share
-        apps = real.smi.apps(real.workload_ns, NODE_VIEW)
-        per_claim = {row.uuid: row.used_mib // claims[row.uuid] for row in real.node_rows()}
-        assert sorted(apps) == sorted(
-            [uuid, f"{real.workload_ns}/{pod}/main", str(per_claim[uuid])]
-            for pod, uuid in holders.items()
-        ), apps
-        real.delete_pods(pods)
-        real.wait_rows({}, WITHIN, "every GPU idle")
-    finally:
-        real.deploy_plugin(replicas=1)
-
-
-def test_4_nvml_mock_ctl_alongside_loses_no_edit(real: RealStack, gpu_pod: GpuPod) -> None:
+def test_3_nvml_mock_ctl_alongside_loses_no_edit(real: RealStack, gpu_pod: GpuPod) -> None:
     first = gpu_pod()
     real.ctl("temp", "--gpu", "1", "71")
     second = gpu_pod()
@@ -102,7 +80,7 @@ def test_4_nvml_mock_ctl_alongside_loses_no_edit(real: RealStack, gpu_pod: GpuPo
     assert took <= bound(real), f"back after {took:.2f}s, bound {bound(real):.2f}s"
 
 
-def test_5_nvml_mock_restart_default_values_follow_the_label(
+def test_4_nvml_mock_restart_default_values_follow_the_label(
     real: RealStack, gpu_pod: GpuPod
 ) -> None:
     """nvml-mock's preStop unlabels the node, so the chart's default nodeSelector takes
@@ -118,7 +96,7 @@ def test_5_nvml_mock_restart_default_values_follow_the_label(
     timings.note("readings back, new watcher pod (default nodeSelector)", took)
 
 
-def test_6_nvml_mock_restart_on_every_node_same_pod(real: RealStack, gpu_pod: GpuPod) -> None:
+def test_5_nvml_mock_restart_on_every_node_same_pod(real: RealStack, gpu_pod: GpuPod) -> None:
     """With a selector nvml-mock does not touch, the same watcher pod rides the restart
     through and republishes within one interval of the driver root coming back."""
     real.install_allocwatch(ANY_NODE)
@@ -139,7 +117,7 @@ def test_6_nvml_mock_restart_on_every_node_same_pod(real: RealStack, gpu_pod: Gp
         real.install_allocwatch()
 
 
-def test_7_uninstall_leaves_idle_and_their_overrides(real: RealStack, gpu_pod: GpuPod) -> None:
+def test_6_uninstall_leaves_idle_and_their_overrides(real: RealStack, gpu_pod: GpuPod) -> None:
     pod = gpu_pod()
     uuid = own_view(real, pod)
     real.wait_rows({uuid: 1}, WITHIN, "its GPU to rise")
@@ -155,3 +133,23 @@ def test_7_uninstall_leaves_idle_and_their_overrides(real: RealStack, gpu_pod: G
         assert temperatures["0"] == "66", temperatures
     finally:
         real.ctl("reset", "--gpu", "0")
+
+
+def test_7_time_slicing_two_pods_on_one_gpu(real: RealStack, gpu_pod: GpuPod) -> None:
+    # Last in the file: the `real` fixture gives any later test one replica again.
+    real.deploy_plugin(replicas=2)
+    # One pod more than there are GPUs: two of them share one.
+    pods = [gpu_pod() for _ in range(len(real.expectation.uuids) + 1)]
+    holders = {pod: own_view(real, pod) for pod in pods}
+    claims = Counter(holders.values())
+    assert max(claims.values()) == 2, claims
+    real.wait_rows(dict(claims), WITHIN, "two claims' worth on the shared GPU")
+    # the Processes table names each pod on its GPU, with its share
+    apps = real.smi.apps(real.workload_ns, NODE_VIEW)
+    per_claim = {row.uuid: row.used_mib // claims[row.uuid] for row in real.node_rows()}
+    assert sorted(apps) == sorted(
+        [uuid, f"{real.workload_ns}/{pod}/main", str(per_claim[uuid])]
+        for pod, uuid in holders.items()
+    ), apps
+    real.delete_pods(pods)
+    real.wait_rows({}, WITHIN, "every GPU idle")
