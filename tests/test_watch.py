@@ -257,7 +257,7 @@ def test_a_failing_list_is_logged_once_not_every_poll(
 ) -> None:
     caplog.set_level(logging.INFO)
     # Each failed List opens a new channel, and about one connect in 60 waits
-    # for one of grpc's late timers (README, Benchmarks): past the rig's 0.5 s
+    # for one of grpc's late timers (bench/README.md): past the rig's 0.5 s
     # deadline, that would be a second, different error.
     rig.client.call_timeout = 5
     assert rig.client.wait_ready(5)
