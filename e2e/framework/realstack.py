@@ -34,6 +34,7 @@ from .release import WATCHER_LABELS
 from .smi import NvidiaSmi, SmiRow, expected_rows
 from .teardown import run_all
 from .waiting import wait_until
+from .workloads import GpuWorkloads
 
 CHART = REPO_ROOT / "charts" / "allocwatch"
 FILES = REPO_ROOT / "e2e" / "realstack"
@@ -47,29 +48,8 @@ NODE_VIEW = "node-view"
 OVERLAY = "/opt/nvml-mock/driver/config"
 
 
-def pod_manifest(name: str, namespace: str, image: str, node: str, gpus: int) -> str:
-    limits = {"limits": {RESOURCE: str(gpus)}} if gpus else {}
-    return json.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "nodeName": node,
-                "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": 0,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": image,
-                        "imagePullPolicy": "IfNotPresent",
-                        "command": ["sleep", "infinity"],
-                        "resources": limits,
-                    }
-                ],
-            },
-        }
-    )
+# nvml-mock's image has no Python: a shell that sleeps and leaves on SIGTERM
+SLEEP = ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
 
 
 class RealStack:
@@ -80,6 +60,7 @@ class RealStack:
         # the namespace of the GPU pods and the node view
         self.workload_ns = workload_ns
         self.pods = Pods(kubectl, workload_ns, node, self.diagnostics)
+        self.workloads = GpuWorkloads(self.pods, images.nvml_mock, RESOURCE, command=SLEEP)
         self.nvml_mock = Pods(kubectl, NVML_MOCK_NS, node, self.diagnostics)
         self.plugin = NvidiaDevicePlugin(
             Pods(kubectl, PLUGIN_NS, node, self.diagnostics), images.device_plugin
@@ -144,9 +125,7 @@ class RealStack:
 
     # ------------------------------------------------------------ workloads
     def start_pod(self, name: str, gpus: int = 1) -> str:
-        self.kubectl.apply(
-            pod_manifest(name, self.workload_ns, self.images.nvml_mock, self.node, gpus)
-        )
+        self.workloads.create(name, gpus)
         wait_until(lambda: self._ready(name), 90, f"pod {name} Ready", diagnostics=self.diagnostics)
         return name
 
@@ -168,9 +147,8 @@ class RealStack:
         return pod
 
     def delete_pods(self, names: Iterable[str]) -> None:
-        names = list(names)
-        if names:
-            self.kubectl.delete("pod", "-n", self.workload_ns, *names, wait=True)
+        """Delete the pods and wait until they are gone."""
+        self.workloads.delete(*names)
 
     # ------------------------------------------------------------ readings
     def node_rows(self) -> list[SmiRow]:

@@ -10,10 +10,14 @@ GPU_POD_LABELS = "app.kubernetes.io/name=gpu-pod"
 
 
 class GpuWorkloads:
-    def __init__(self, pods: Pods, image: str, resource: str) -> None:
+    def __init__(
+        self, pods: Pods, image: str, resource: str, command: list[str] | None = None
+    ) -> None:
         self.pods = pods
         self.image = image
         self.resource = resource
+        # the pods' command; None: the template's, which prints NVIDIA_VISIBLE_DEVICES
+        self.command = command
 
     def create(self, name: str, gpus: int = 1) -> None:
         self.pods.kubectl.apply(
@@ -25,6 +29,7 @@ class GpuWorkloads:
                 image=self.image,
                 resource_name=self.resource,
                 gpus=gpus,
+                command=self.command,
             )
         )
 
