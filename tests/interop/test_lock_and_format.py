@@ -1,18 +1,22 @@
 """Issue 6, test 1: our publisher and nvml-mock-ctl share one file and one lock.
 
-Our thread publishes 200 readings while another thread runs a scripted series
-of `nvml-mock-ctl temp/set/fail/pstate` processes against the same file. Each
+Our thread publishes readings while another thread runs a scripted series of
+`nvml-mock-ctl temp/set/fail/pstate` processes against the same file. Each
 side checks, right after its own write and again just before its next one,
 that its write is still there: a writer that ignored the other's flock would
 write back a stale document and one of those checks would see it. The
 expected state after each nvml-mock-ctl step comes from nvml-mock-ctl itself,
 replaying the same steps on a private shadow file.
+
+The overlap is arranged, not hoped for: we publish until nvml-mock-ctl has
+run its last step, and each step waits for a publish made since the step
+before. Counting publishes inside nvml-mock-ctl's time window instead made
+the test pass or fail with the two writers' relative speed.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +25,10 @@ from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
 from upstreamtools import Ctl, Upstream, load, memory, same, without_memory
 
-PUBLISHES = 200
+PUBLISHES = 200  # at least; more while nvml-mock-ctl still runs
 STEPS = 100
+# A bound on one wait for the other writer, far above what one step takes.
+WAIT_SECONDS = 60.0
 
 
 def ctl_steps(n: int) -> list[list[str]]:
@@ -74,66 +80,97 @@ def test_interleaved_writers_lose_nothing(upstream: Upstream, config_dir: Path) 
     ctl = Ctl(upstream, target, config)
     publisher = OverridesPublisher(target, lock_timeout=30.0)
     errors: list[str] = []
-    ours_times: list[float] = []
-    ctl_window: list[float] = []
+    published = threading.Condition()
+    count = {"ours": 0}  # publishes made so far, under `published`
+    ctl_done = threading.Event()
+    ours_done = threading.Event()
+    interleaved: list[int] = []  # ctl steps that followed a fresh publish of ours
     started = threading.Barrier(2)
 
     def ours() -> None:
-        started.wait()
-        last: dict[str, dict[str, Any]] | None = None
-        for i in range(PUBLISHES):
-            if last is not None:
+        try:
+            started.wait()
+            last: dict[str, dict[str, Any]] | None = None
+            i = 0
+            while i < PUBLISHES or not ctl_done.is_set():
+                if last is not None:
+                    seen = memory(load(target))
+                    if not same(seen, last):
+                        errors.append(f"our publish {i - 1} was lost before publish {i}: {seen}")
+                        return
+                mine = readings(i, aperture)
+                publisher.publish(mine)
+                last = as_block(mine)
+                with published:
+                    count["ours"] = i + 1
+                    published.notify_all()
                 seen = memory(load(target))
                 if not same(seen, last):
-                    errors.append(f"our publish {i - 1} was lost before publish {i}: {seen}")
+                    errors.append(f"our publish {i} is not in the file right after it: {seen}")
                     return
-            mine = readings(i, aperture)
-            publisher.publish(mine)
-            ours_times.append(time.monotonic())
-            last = as_block(mine)
-            seen = memory(load(target))
-            if not same(seen, last):
-                errors.append(f"our publish {i} is not in the file right after it: {seen}")
-                return
-            status = ctl.run("status")
-            if status.returncode != 0:
-                errors.append(
-                    f"status after our publish {i}: exit {status.returncode}: "
-                    f"{status.stderr.strip()}"
-                )
-                return
+                status = ctl.run("status")
+                if status.returncode != 0:
+                    errors.append(
+                        f"status after our publish {i}: exit {status.returncode}: "
+                        f"{status.stderr.strip()}"
+                    )
+                    return
+                i += 1
+            final_count["ours"] = i
+        finally:
+            ours_done.set()
+            with published:
+                published.notify_all()
+
+    def publish_since(before: int) -> bool:
+        """Wait until we have published after `before` publishes; False if we stopped."""
+        with published:
+            published.wait_for(
+                lambda: count["ours"] > before or ours_done.is_set(), timeout=WAIT_SECONDS
+            )
+            return count["ours"] > before
 
     def theirs() -> None:
-        started.wait()
-        ctl_window.append(time.monotonic())
-        for j, step in enumerate(steps):
-            if j:
-                seen = without_memory(load(target))
-                if not same(seen, expected_ctl[j - 1]):
-                    errors.append(f"nvml-mock-ctl step {j - 1} {steps[j - 1]} was lost: {seen}")
+        try:
+            started.wait()
+            before = 0
+            for j, step in enumerate(steps):
+                if not publish_since(before):
+                    errors.append(f"no publish of ours came before nvml-mock-ctl step {j}")
                     return
-            proc = ctl.run(*step)
-            if proc.returncode != 0:
-                # exit 2 here would mean it refused what we wrote into the file
-                errors.append(
-                    f"nvml-mock-ctl {' '.join(step)} exited {proc.returncode}: "
-                    f"{proc.stderr.strip()}"
-                )
-                return
-            seen = without_memory(load(target))
-            if not same(seen, expected_ctl[j]):
-                errors.append(
-                    f"nvml-mock-ctl step {j} {step}: file shows {seen}, expected {expected_ctl[j]}"
-                )
-                return
-            status = ctl.run("status")
-            if status.returncode != 0:
-                errors.append(
-                    f"status after step {j}: exit {status.returncode}: {status.stderr.strip()}"
-                )
-                return
-        ctl_window.append(time.monotonic())
+                with published:
+                    before = count["ours"]
+                interleaved.append(j)
+                if j:
+                    seen = without_memory(load(target))
+                    if not same(seen, expected_ctl[j - 1]):
+                        errors.append(f"nvml-mock-ctl step {j - 1} {steps[j - 1]} was lost: {seen}")
+                        return
+                proc = ctl.run(*step)
+                if proc.returncode != 0:
+                    # exit 2 here would mean it refused what we wrote into the file
+                    errors.append(
+                        f"nvml-mock-ctl {' '.join(step)} exited {proc.returncode}: "
+                        f"{proc.stderr.strip()}"
+                    )
+                    return
+                seen = without_memory(load(target))
+                if not same(seen, expected_ctl[j]):
+                    errors.append(
+                        f"nvml-mock-ctl step {j} {step}: file shows {seen}, "
+                        f"expected {expected_ctl[j]}"
+                    )
+                    return
+                status = ctl.run("status")
+                if status.returncode != 0:
+                    errors.append(
+                        f"status after step {j}: exit {status.returncode}: {status.stderr.strip()}"
+                    )
+                    return
+        finally:
+            ctl_done.set()
 
+    final_count: dict[str, int] = {}
     threads = [threading.Thread(target=ours), threading.Thread(target=theirs)]
     for t in threads:
         t.start()
@@ -141,19 +178,18 @@ def test_interleaved_writers_lose_nothing(upstream: Upstream, config_dir: Path) 
         t.join(timeout=300)
     assert not any(t.is_alive() for t in threads), "a writer hung"
     assert not errors, errors[0]
+    # Every nvml-mock-ctl step came after a publish of ours that followed the step
+    # before, and we kept publishing until its last step was done.
+    assert interleaved == list(range(STEPS))
+    assert final_count["ours"] >= PUBLISHES
 
-    # The two sides really did overlap: most of our publishes landed while
-    # nvml-mock-ctl was mid-series.
-    assert len(ctl_window) == 2
-    overlapped = sum(ctl_window[0] <= t <= ctl_window[1] for t in ours_times)
-    assert overlapped >= PUBLISHES // 2, f"only {overlapped} publishes overlapped nvml-mock-ctl"
-
+    last = as_block(readings(final_count["ours"] - 1, aperture))
     final = load(target)
-    assert same(memory(final), as_block(readings(PUBLISHES - 1, aperture)))
+    assert same(memory(final), last)
     assert same(without_memory(final), expected_ctl[-1])
     # status agrees with the file, our integers included
     assert same(ctl.status(), final)
     # nothing unlinked the lock, and a later mutation accepts what we wrote
     assert (config_dir / "overrides.yaml.lock").exists()
     ctl.ok("temp", "--gpu", "all", "77")
-    assert same(memory(load(target)), as_block(readings(PUBLISHES - 1, aperture)))
+    assert same(memory(load(target)), last)
