@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from allocwatch import __version__
 from allocwatch.durations import format_duration
-from allocwatch.filepaths import file_paths
 from allocwatch.flags import KUBELET_SHARE_INTERVAL, build_parser
 from allocwatch.health import HealthServer
 from allocwatch.logs import configure
-from allocwatch.metrics import Metrics
-from allocwatch.outcome import PollOutcome
+from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.podresources import (
     DEFAULT_DRA_DRIVERS,
     DEFAULT_RESOURCE_NAMES,
@@ -32,6 +33,31 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # After a stop signal: the readings could not be removed in time and stay in
 # the file (a held lock, or a file changed and too slow to read again).
 EXIT_READINGS_LEFT = 3
+
+
+def file_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The profile and override paths: a flag, else its env var, else under the driver root.
+
+    Flags typed for this run beat the environment, which may be set for the
+    whole container or shell: an explicit --driver-root beats both env vars,
+    and saying so once is better than quietly using another file.
+    """
+    root = Path(args.driver_root)
+    paths = []
+    for given, env_name, leaf in (
+        (args.config, "MOCK_NVML_CONFIG", "config.yaml"),
+        (args.overrides, "MOCK_NVML_OVERRIDES", "overrides.yaml"),
+    ):
+        from_env = os.environ.get(env_name)
+        if given:
+            paths.append(Path(given))
+        elif from_env and not args.driver_root_given:
+            paths.append(Path(from_env))
+        else:
+            if from_env:
+                log.warning("%s=%s ignored: --driver-root %s was given", env_name, from_env, root)
+            paths.append(root / "config" / leaf)
+    return paths[0], paths[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_OK
             if shutdown.is_set():  # a signal: not a failure, even if it cut the poll short
                 return EXIT_OK
-            return EXIT_OK if outcome.result == PollOutcome.OK else EXIT_FAILURE
+            return EXIT_OK if outcome == PollOutcome.OK else EXIT_FAILURE
         removed = True
         try:
             # Interrupted escapes only from a List or a parse; stop is set then.

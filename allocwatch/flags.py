@@ -9,7 +9,6 @@ import re
 
 from allocwatch import __version__
 from allocwatch.durations import parse_duration
-from allocwatch.filepaths import GivenAction
 from allocwatch.health import parse_address
 from allocwatch.logs import LEVELS
 from allocwatch.podresources import DEFAULT_DRA_DRIVERS, DEFAULT_RESOURCE_NAMES, DEFAULT_SOCKET
@@ -25,6 +24,20 @@ MIN_INTERVAL, MAX_INTERVAL = 0.01, 86400.0
 # The kubelet serves pod-resources at a fixed rate shared by every client on
 # the node (the warning names it); below this interval we take a large share.
 KUBELET_SHARE_INTERVAL = 0.1
+
+
+class GivenAction(argparse.Action):
+    """Stores the value and notes that the flag was given, not defaulted."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
 
 
 def _interval(text: str) -> float:

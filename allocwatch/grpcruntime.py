@@ -1,17 +1,20 @@
 """grpc's process-wide tuning: channel options, timer slack for its threads.
 
 Everything here changes how grpc runs in this process, not what a call means.
+A thread's timer slack is how late the kernel may end the thread's timed waits.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import sys
 import time
 import urllib.parse
+from collections.abc import Callable, Iterator
 
 import grpc
-
-from allocwatch.timerslack import timer_slack
 
 # Authority "localhost", as the kubelet dials plugins: Python grpc would send
 # the %-encoded socket path, which strict HTTP/2 servers reject. The size limit
@@ -68,3 +71,44 @@ def open_channel(socket_path: str) -> grpc.Channel:
     _measure_the_clock_at_normal_slack(target)
     with timer_slack(GRPC_TIMER_SLACK_NS):
         return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+
+
+# linux/prctl.h
+PR_SET_TIMERSLACK = 29
+PR_GET_TIMERSLACK = 30
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_prctl = _load_prctl()
+
+
+@contextlib.contextmanager
+def timer_slack(nanoseconds: int) -> Iterator[None]:
+    """Run the block with this thread's timer slack at `nanoseconds`.
+
+    Threads started inside the block keep that slack for their lives, which
+    is the point: a library's threads can be given a slack without touching
+    the library. The kernel may then end any timed wait of theirs up to that
+    much late, and ends several together; a wait woken by an event (a futex
+    wake, a readable socket) ends at once, whatever the slack. The caller's
+    own slack is restored on leaving. Where prctl is missing or refuses
+    (not Linux, a seccomp filter), the block runs unchanged.
+    """
+    changed = (
+        _prctl is not None
+        and (previous := _prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)) > 0
+        and _prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(nanoseconds), 0, 0, 0) == 0
+    )
+    try:
+        yield
+    finally:
+        if changed:
+            _prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(previous), 0, 0, 0)

@@ -1,13 +1,22 @@
-"""The Prometheus metrics the watcher exports."""
+"""The Prometheus metrics the watcher exports, and the poll outcomes they count."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from allocwatch.claims import ClaimSource
-from allocwatch.outcome import PollOutcome
+
+
+class PollOutcome(enum.StrEnum):
+    """What one poll came to; the value is the `result` label of allocwatch_polls_total."""
+
+    OK = "ok"
+    LIST_ERROR = "list_error"
+    PUBLISH_ERROR = "publish_error"
+    NO_PROFILE = "no_profile"
 
 
 @dataclass(frozen=True)

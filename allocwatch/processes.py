@@ -21,20 +21,19 @@ Each claim on a device with a reading becomes one compute process there:
   node share a pid; nvmlSystemGetProcessName looks a pid up on every
   device, so node-wide is what keeps its answer right.
 
-The device a claim lands on is the one `reconcile` counts it on, asked one
-claim at a time: matching ids to devices here as well would be a second copy
-of those rules, free to drift from the one that moves memory.
+The devices a claim lands on are the ones `reconcile` placed it on: matching
+ids to devices here as well would be a second copy of those rules, free to
+drift from the one that moves memory.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from allocwatch.claims import Claim
-from allocwatch.profile import Device
-from allocwatch.reconcile import MemoryReading, reconcile
+from allocwatch.reconcile import Reconciliation
 
 PID_BASE = 10_000_000
 PID_SPAN = 90_000_000  # so every pid has exactly eight digits
@@ -80,24 +79,14 @@ def share_mib(used_bytes: int, claims: int) -> int:
     return used_bytes // claims // MIB if claims else 0
 
 
-def devices_of(devices: Sequence[Device], claim: Claim) -> list[int]:
-    """The indices `reconcile` counts `claim` on (several when devices share an id)."""
-    counts = reconcile(devices, [claim], 1.0).claims_per_device
-    return sorted(index for index, count in counts.items() if count)
-
-
-def process_lists(
-    devices: Sequence[Device],
-    claims: Iterable[Claim],
-    readings: Mapping[int, MemoryReading],
-) -> dict[int, list[ProcessEntry]]:
+def process_lists(rec: Reconciliation) -> dict[int, list[ProcessEntry]]:
     """The process list of every device that has a reading and claims, keyed by index.
 
     Entries are in order of claim identity, so a List in another order
     changes nothing. A device without claims is absent: the profile's own
     list is what it shows.
     """
-    located = [(c, [i for i in devices_of(devices, c) if i in readings]) for c in claims]
+    located = [(claim, [i for i in where if i in rec.readings]) for claim, where in rec.placed]
     held = sorted(((c, where) for c, where in located if where), key=lambda h: identity(h[0]))
     placed: dict[int, list[tuple[Claim, int]]] = {}
     for (claim, where), pid in zip(held, assign_pids([c for c, _ in held]), strict=True):
@@ -109,7 +98,7 @@ def process_lists(
                 "pid": pid,
                 "type": COMPUTE,
                 "name": process_name(claim),
-                "used_memory_mib": share_mib(readings[index].used_bytes, len(on_device)),
+                "used_memory_mib": share_mib(rec.readings[index].used_bytes, len(on_device)),
             }
             for claim, pid in on_device
         ]

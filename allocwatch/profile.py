@@ -1,4 +1,4 @@
-"""The nvml-mock profile (`config.yaml`): which devices exist and their memory.
+"""The nvml-mock profile (`config.yaml`): which devices exist and their memory. Pure.
 
 The rules mirror the upstream engine (`GetDeviceConfig`/`DevicesFromConfig`),
 so every index we compute is the index the engine serves:
@@ -31,16 +31,13 @@ The engine serves at most 8 devices, so higher indices are never published.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from allocwatch import goscalars, goyaml
-from allocwatch.files import FileTooLarge, read_regular_file
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
@@ -227,12 +224,3 @@ def parse_profile(text: str) -> list[Device]:
             )
         devices.append(Device(i, uuid, total, reserved, minor_number=minor))
     return devices
-
-
-def load_devices(path: str | os.PathLike[str]) -> list[Device]:
-    """Read and parse a profile file. Raises OSError or ProfileError."""
-    try:
-        raw, _ = read_regular_file(Path(path))
-    except FileTooLarge as exc:
-        raise ProfileError(str(exc)) from None
-    return parse_profile(raw.decode("utf-8"))

@@ -7,11 +7,20 @@ import os
 from pathlib import Path
 
 from allocwatch.logs import shorten
-from allocwatch.profile import Device, ProfileError, load_devices
+from allocwatch.profile import Device, ProfileError, parse_profile
+from allocwatch.sharedfile import FileTooLarge, read_regular_file
 from allocwatch.shutdown import Interrupted, Stop
 
-# The profile module's logger, as before this class had a module: log queries name it.
-log = logging.getLogger("allocwatch.profile")
+log = logging.getLogger(__name__)
+
+
+def load_devices(path: str | os.PathLike[str]) -> list[Device]:
+    """Read and parse a profile file. Raises OSError or ProfileError."""
+    try:
+        raw, _ = read_regular_file(Path(path))
+    except FileTooLarge as exc:
+        raise ProfileError(str(exc)) from None
+    return parse_profile(raw.decode("utf-8"))
 
 
 class ProfileSource:

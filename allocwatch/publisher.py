@@ -1,32 +1,26 @@
-"""Publishes readings into the override file, writing only when they change."""
+"""Publishes our keys into the override file, writing only when they change."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from allocwatch.files import MAX_DOCUMENT_BYTES, FileTooLarge, read_regular_file
-from allocwatch.overrides import (
-    FILE_MODE,
-    Document,
-    DocumentError,
-    holds_readings,
-    merge_readings,
-    parse_document,
-    remove_readings,
-)
-from allocwatch.processkey import (
-    ProcessLists,
-    holds_processes,
-    merge_processes,
-    remove_processes,
-)
-from allocwatch.reconcile import MemoryReading
+from allocwatch.document import FILE_MODE, Document, DocumentError, count_nodes, parse_document
+from allocwatch.goyaml import MAX_NODES
+from allocwatch.ownedkeys import ABSENT, Publication, apply, holds
 from allocwatch.render import DocumentRenderer
-from allocwatch.sharedfile import LockError, lock_path_for, locked, write_atomic
+from allocwatch.sharedfile import (
+    MAX_DOCUMENT_BYTES,
+    FileTooLarge,
+    LockError,
+    lock_path_for,
+    locked,
+    read_regular_file,
+    write_atomic,
+)
 from allocwatch.shutdown import Stop
 
 
@@ -113,52 +107,15 @@ class OverridesPublisher:
         self._refused = (_identity(st), reason)
         return DocumentError(reason)
 
-    def publish(
-        self,
-        readings: Mapping[int, MemoryReading],
-        stop: Stop | None = None,
-        remove: Iterable[int] = (),
-        processes: ProcessLists | None = None,
-    ) -> PublishResult:
-        """Merge `readings`, and drop our keys for `remove` (devices gone from the profile).
+    def publish(self, wanted: Publication, stop: Stop | None = None) -> PublishResult:
+        """Make the file show `wanted` (ownedkeys), pins respected, writing only if it does not.
 
-        With `processes` (None: the key is left alone), each device in it gets
-        that list, and every other device of `readings` or `remove` loses its
-        `processes` key.
+        An absent file is created only to set a key: removing ours from a
+        file that is not there leaves it absent, rather than making it `{}`.
         """
-        gone = [i for i in remove if i not in readings]
-        lists = processes if processes is not None else {}
-        unlisted = (
-            [i for i in [*readings, *gone] if i not in lists] if processes is not None else []
-        )
-
-        def change(doc: Document) -> Document:
-            merged = merge_readings(doc, readings)
-            merged = remove_readings(merged, gone) if gone else merged
-            return remove_processes(merge_processes(merged, lists), unlisted)
-
+        create = any(v is not ABSENT for keys in wanted.values() for v in keys.values())
         return self._update(
-            change,
-            lambda doc: (
-                holds_readings(doc, readings, gone) and holds_processes(doc, lists, unlisted)
-            ),
-            stop,
-            # With no reading (no profile device has memory) there is nothing
-            # to publish: an absent file stays absent rather than becoming `{}`.
-            create=bool(readings),
-        )
-
-    def remove_readings(
-        self, indices: Iterable[int], stop: Stop | None = None, processes: bool = False
-    ) -> PublishResult:
-        """Drop our keys for `indices` (`processes` too, when ours); an absent file stays absent."""
-        wanted = list(indices)
-        ours = wanted if processes else []
-        return self._update(
-            lambda doc: remove_processes(remove_readings(doc, wanted), ours),
-            lambda doc: holds_readings(doc, {}, wanted) and holds_processes(doc, {}, ours),
-            stop,
-            create=False,
+            lambda doc: apply(doc, wanted), lambda doc: holds(doc, wanted), stop, create
         )
 
     def _update(
@@ -209,14 +166,18 @@ class OverridesPublisher:
             merged = change(doc if doc is not None else {})
             text = self.render(merged)
         size = len(text.encode("utf-8"))
-        if size > MAX_DOCUMENT_BYTES:
-            # Our block style can outgrow a compact flow-style original: a
-            # file we wrote over the bound we would then refuse to read.
-            # Refused like a document too large to read, until it changes.
-            reason = (
-                f"written out it would be {size} bytes, over allocwatch's "
-                f"bound of {MAX_DOCUMENT_BYTES}"
+        nodes = count_nodes(merged)
+        if size > MAX_DOCUMENT_BYTES or nodes > MAX_NODES:
+            # Never write what we would refuse to read: our block style can
+            # outgrow a compact flow-style original, and our keys add nodes
+            # to what a human wrote. Refused like a document too large to
+            # read, until it changes.
+            over = (
+                f"{size} bytes, over allocwatch's bound of {MAX_DOCUMENT_BYTES}"
+                if size > MAX_DOCUMENT_BYTES
+                else f"{nodes} nodes, over allocwatch's bound of {MAX_NODES}"
             )
+            reason = f"written out it would be {over}"
             with contextlib.suppress(OSError):
                 self._refuse(os.stat(self.path), reason)
             raise PublishError(f"write {self.path}: {reason}; leaving it untouched")

@@ -1,4 +1,4 @@
-"""Claims → per-device memory readings. Pure: no I/O, no clock.
+"""Claims → the devices that hold them, and each device's memory reading. Pure: no I/O, no clock.
 
 The arithmetic is upstream's, byte for byte (Go `uint64(float64(aperture) * f)`
 truncates, so does Python's int() of a float; `round`, Decimal or integer
@@ -30,11 +30,28 @@ class MemoryReading(NamedTuple):
 
 @dataclass(frozen=True)
 class Reconciliation:
+    """Where the claims landed, and the memory reading of each device that has memory."""
+
     readings: dict[int, MemoryReading]
-    claims_per_device: dict[int, int]
+    # Every claim of the List, in its order, with the indices of the devices
+    # it counts on: none for an unknown id, several only when devices share
+    # its uuid or DRA number.
+    placed: list[tuple[Claim, tuple[int, ...]]]
+    # Every profile device's index -> the claims counted on it, in List order.
+    claims_on: dict[int, list[Claim]]
     unknown_ids: tuple[str, ...] = field(default=())
-    # The DRA share of claims_per_device; the rest came from device plugins.
-    dra_claims_per_device: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def claims_per_device(self) -> dict[int, int]:
+        return {index: len(claims) for index, claims in self.claims_on.items()}
+
+    @property
+    def dra_claims_per_device(self) -> dict[int, int]:
+        """The DRA share of claims_per_device; the rest came from device plugins."""
+        return {
+            index: sum(c.source is ClaimSource.DRA for c in claims)
+            for index, claims in self.claims_on.items()
+        }
 
 
 def aperture(device: Device) -> int:
@@ -60,7 +77,7 @@ def dra_number(device_name: str) -> int | None:
 def reconcile(
     devices: Sequence[Device], claims: Iterable[Claim], fraction: float
 ) -> Reconciliation:
-    """Compute every device's reading from the whole current claim set.
+    """Place every claim of the whole current set, and compute every device's reading.
 
     A device without memory in the profile has claims but no reading. Two
     devices that share a uuid both count its claims, as upstream counts
@@ -68,29 +85,35 @@ def reconcile(
     that share a DRA number (Device.dra_number). Device-plugin and DRA claims
     on one device add up.
     """
-    per_uuid = {d.uuid: 0 for d in devices if d.uuid}
-    per_number = {d.dra_number: 0 for d in devices}
+    by_uuid: dict[str, tuple[int, ...]] = {}
+    by_number: dict[int, tuple[int, ...]] = {}
+    for device in devices:
+        if device.uuid:
+            by_uuid[device.uuid] = (*by_uuid.get(device.uuid, ()), device.index)
+        by_number[device.dra_number] = (*by_number.get(device.dra_number, ()), device.index)
+    claims_on: dict[int, list[Claim]] = {device.index: [] for device in devices}
+    placed: list[tuple[Claim, tuple[int, ...]]] = []
     unknown: list[str] = []
     for claim in claims:
         if claim.source is ClaimSource.DRA:
             number = dra_number(claim.device_id)
-            if number is not None and number in per_number:
-                per_number[number] += 1
-            else:
-                unknown.append(f"{claim.resource_name}/{claim.device_id}")
-            continue
-        uuid = physical_device_id(claim.device_id)
-        if uuid in per_uuid:
-            per_uuid[uuid] += 1
+            where = by_number.get(number, ()) if number is not None else ()
+            name = f"{claim.resource_name}/{claim.device_id}"
         else:
-            unknown.append(claim.device_id)
-    dra = {d.index: per_number[d.dra_number] for d in devices}
-    counts = {d.index: (per_uuid[d.uuid] if d.uuid else 0) + dra[d.index] for d in devices}
+            where = by_uuid.get(physical_device_id(claim.device_id), ())
+            name = claim.device_id
+        placed.append((claim, where))
+        if not where:
+            unknown.append(name)
+        for index in where:
+            claims_on[index].append(claim)
     return Reconciliation(
         readings={
-            d.index: reading_for(d, counts[d.index], fraction) for d in devices if d.has_memory
+            d.index: reading_for(d, len(claims_on[d.index]), fraction)
+            for d in devices
+            if d.has_memory
         },
-        claims_per_device=counts,
+        placed=placed,
+        claims_on=claims_on,
         unknown_ids=tuple(unknown),
-        dra_claims_per_device=dra,
     )

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from allocwatch.logs import id_list, shorten
-from allocwatch.metrics import Metrics
-from allocwatch.outcome import PollOutcome
+from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.profile import Device
 from allocwatch.reconcile import MemoryReading, Reconciliation
 

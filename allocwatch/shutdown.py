@@ -94,10 +94,6 @@ class Shutdown:
         if late is not None:
             raise Interrupted
 
-    @property
-    def in_call(self) -> bool:
-        return self._interrupt_late is not None
-
     def time_left(self) -> float:
         return math.inf
 

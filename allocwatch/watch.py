@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 from allocwatch.claims import Lister, ListError
-from allocwatch.metrics import Metrics
-from allocwatch.outcome import PollOutcome, PollResult
+from allocwatch.metrics import Metrics, PollOutcome
+from allocwatch.ownedkeys import MEMORY, PROCESSES, DeviceReading, publication
 from allocwatch.processes import process_lists
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher, PublishError
@@ -42,45 +42,48 @@ class Watcher:
         self.metrics = metrics or Metrics()
         self.reporter = Reporter(self.metrics, publisher.path)
         self.clock = clock
-        self.processes = processes  # publish each claim as an NVML process (owns the key)
-        self.polls = 0
+        # publish each claim as an NVML process (owns the key)
+        self.surfaces = (MEMORY, PROCESSES) if processes else (MEMORY,)
         self._last_success: float | None = None
         self._published: set[int] = set()
 
-    def poll(self, stop: Shutdown | None = None) -> PollResult:
+    def poll(self, stop: Shutdown | None = None) -> PollOutcome:
         started = time.perf_counter()
         try:
             outcome = self._poll(stop)
         finally:
             self.reporter.poll_took(time.perf_counter() - started)
-        self.polls += 1
-        self.reporter.polled(outcome.result)
+        self.reporter.polled(outcome)
         return outcome
 
-    def _poll(self, stop: Shutdown | None) -> PollResult:
+    def _poll(self, stop: Shutdown | None) -> PollOutcome:
         devices = self.profile.refresh(stop)
         self.reporter.profile_loaded(devices is not None)
         if devices is None:
             self.reporter.no_profile(self.profile.error)
-            return PollResult(PollOutcome.NO_PROFILE)
+            return PollOutcome.NO_PROFILE
         try:
             claims = self.lister.list_claims()
         except ListError as exc:
             self.reporter.problem(f"{exc} (keeping the previous reading)")
-            return PollResult(PollOutcome.LIST_ERROR)
+            return PollOutcome.LIST_ERROR
         rec = reconcile(devices, claims, self.fraction)
-        stale = self._published - set(rec.readings)
-        lists = process_lists(devices, claims, rec.readings) if self.processes else None
+        lists = process_lists(rec) if PROCESSES in self.surfaces else {}
+        readings = {
+            index: DeviceReading(memory, lists.get(index, []))
+            for index, memory in rec.readings.items()
+        }
+        wanted = publication(readings, self.surfaces, withdrawn=self._published)
         try:
-            result = self.publisher.publish(rec.readings, stop, remove=stale, processes=lists)
+            result = self.publisher.publish(wanted, stop)
         except PublishError as exc:
             if stop is None or not stop.is_set():  # else: abandoned for shutdown
                 self.reporter.problem(f"publish: {exc} (retrying every poll)")
-            return PollResult(PollOutcome.PUBLISH_ERROR)
+            return PollOutcome.PUBLISH_ERROR
         self._published = set(rec.readings)
         self._last_success = self.clock()
         self.reporter.published(devices, rec, result.wrote)
-        return PollResult(PollOutcome.OK, wrote=result.wrote)
+        return PollOutcome.OK
 
     def run(self, stop: Shutdown) -> None:
         """Publish immediately, then once per interval, until `stop` is set.
@@ -93,7 +96,7 @@ class Watcher:
         next_tick = self.clock()
         while not stop.is_set():
             outcome = self.poll(stop)
-            ok = outcome.result == PollOutcome.OK
+            ok = outcome == PollOutcome.OK
             step = self.interval if ok else min(self.interval, RETRY_SECONDS)
             next_tick += step
             now = self.clock()
@@ -102,18 +105,18 @@ class Watcher:
             stop.wait(max(0.0, next_tick - now))
 
     def remove_readings(self, timeout: float) -> bool:
-        """Remove the memory keys this run wrote, within `timeout`. True when the file is clean.
+        """Remove our keys from the devices this run published, within `timeout`.
 
-        From the publisher's last look at the file: unchanged since, it is
-        not parsed again, and a parse (of a file changed since) or lock wait
-        that would run past `timeout` is given up.
+        True when the file is clean of them. From the publisher's last look
+        at the file: unchanged since, it is not parsed again, and a parse (of
+        a file changed since) or lock wait that would run past `timeout` is
+        given up.
         """
         if not self._published:
             return True
         try:
-            result = self.publisher.remove_readings(
-                sorted(self._published), Deadline(timeout), processes=self.processes
-            )
+            wanted = publication({}, self.surfaces, withdrawn=sorted(self._published))
+            result = self.publisher.publish(wanted, Deadline(timeout))
         except PublishError as exc:
             log.error("on exit: could not remove readings: %s", exc)
             return False

@@ -22,12 +22,11 @@ from allocwatch import publisher, watch
 from allocwatch.logs import configure
 from allocwatch.metrics import Metrics
 from allocwatch.podresources import PodResourcesClient
-from allocwatch.profile import load_devices
-from allocwatch.profilesource import ProfileSource
+from allocwatch.profilesource import ProfileSource, load_devices
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.watch import Watcher
 from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods
-from fakekubelet import FakeKubelet
+from devtools.podresources import FakePodResourcesLister
 
 WHOLE = "whole poll"
 ORDER = [
@@ -73,7 +72,7 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
         devices = load_devices(PROFILE)
         gpu_pods = replica_pods(devices)
         base = background_pods(NODE_PODS - len(gpu_pods))
-        with FakeKubelet(tmp / "k.sock") as kubelet:
+        with FakePodResourcesLister(tmp / "k.sock") as kubelet:
             kubelet.set_pods(base + gpu_pods)
             client = PodResourcesClient(kubelet.socket_path)
             try:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import shutil
 import signal
 import statistics
@@ -44,13 +43,16 @@ from typing import Any
 
 import yaml
 
-from allocwatch.profile import Device, load_devices
-from allocwatch.reconcile import reading_for
+from allocwatch.durations import parse_duration
+from allocwatch.profile import Device
+from allocwatch.profilesource import load_devices
 from bench.filewrites import FileWrites
+from bench.launch import expected_used
 from bench.proc import cpu_seconds, peak_rss_mib
 from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods
-from fakekubelet import FakeKubelet, gpu_pod
-from upstreamtools import Upstream, UpstreamUnavailable, locate
+from devtools.documents import load, memory
+from devtools.podresources import FakePodResourcesLister, gpu_pod
+from devtools.upstream import Upstream, UpstreamUnavailable, locate
 
 GPU_PODS_PER_DEVICE = 2
 ENGINE_TTL_S = 1.0
@@ -105,15 +107,10 @@ class Row:
 
 def used_bytes(path: Path) -> dict[str, Any] | None:
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (FileNotFoundError, yaml.YAMLError):
+        doc = load(path)
+    except (yaml.YAMLError, AssertionError):
         return None
-    if not isinstance(doc, dict):
-        return None
-    return {
-        str(k): ((v or {}).get("memory") or {}).get("used_bytes")
-        for k, v in (doc.get("devices") or {}).items()
-    }
+    return {index: block.get("used_bytes") for index, block in memory(doc).items()}
 
 
 @dataclass
@@ -148,7 +145,7 @@ def run_one(
         shutil.copy(PROFILE, config)
         target = config_dir / "overrides.yaml"
         devices = load_devices(config)
-        with FakeKubelet(tmp / "k.sock") as kubelet:
+        with FakePodResourcesLister(tmp / "k.sock") as kubelet:
             background = background_pods(NODE_PODS - GPU_PODS_PER_DEVICE * len(devices))
             gpu_pods = [
                 gpu_pod("ml", f"train-{d.index}-{r}", [d.uuid])
@@ -161,7 +158,7 @@ def run_one(
                 return background + [p for p, on in zip(gpu_pods, active, strict=True) if on]
 
             def expected() -> dict[str, int]:
-                return {str(d.index): reading_for(d, claims(d), 0.5).used_bytes for d in devices}
+                return {str(d.index): expected_used(d, claims(d)) for d in devices}
 
             def claims(d: Device) -> int:
                 base = d.index * GPU_PODS_PER_DEVICE
@@ -182,7 +179,7 @@ def run_one(
                     )
                 inotify.drain(0.01)
             # let the startup writes settle before the idle window
-            settle = time.monotonic() + 3 * _seconds(interval)
+            settle = time.monotonic() + 3 * parse_duration(interval)
             while time.monotonic() < settle:
                 inotify.drain(0.05)
 
@@ -255,12 +252,6 @@ def run_one(
             proc.kill()
             proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _seconds(interval: str) -> float:
-    m = re.fullmatch(r"([\d.]+)(ms|s)", interval)
-    assert m, interval
-    return float(m.group(1)) * (1e-3 if m.group(2) == "ms" else 1.0)
 
 
 def ours(

@@ -64,9 +64,9 @@ def main() -> None:
         print(json.dumps(list_loop(args.loop_socket, args.pause, args.calls)))
         return
 
-    from allocwatch.profile import load_devices
+    from allocwatch.profilesource import load_devices
     from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods, replica_pods
-    from fakekubelet import FakeKubelet
+    from devtools.podresources import FakePodResourcesLister
 
     pythons = args.python or [sys.executable]
     print(f"List, {NODE_PODS} pods, {args.calls} calls {args.pause:g}s apart, CPU ms per call:\n")
@@ -75,7 +75,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="awgp-") as tmp:
         gpu_pods = replica_pods(load_devices(PROFILE))
         pods = background_pods(NODE_PODS - len(gpu_pods)) + gpu_pods
-        with FakeKubelet(Path(tmp) / "k.sock") as kubelet:
+        with FakePodResourcesLister(Path(tmp) / "k.sock") as kubelet:
             kubelet.set_pods(pods)
             for python in pythons:
                 loop = subprocess.run(

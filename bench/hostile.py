@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench.launch import kill_if_running, start_watcher
 from bench.proc import cpu_seconds, peak_rss_mib
-from fakekubelet import FakeKubelet, gpu_pod
+from devtools.podresources import FakePodResourcesLister, gpu_pod
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = REPO / "tests" / "data" / "a100.yaml"
@@ -82,7 +82,9 @@ def timed_exit(proc: subprocess.Popen[str]) -> tuple[int, float]:
     return code, time.monotonic() - sent
 
 
-def measure(repo: Path, kubelet: FakeKubelet, which: str, text: str, seconds: float) -> str:
+def measure(
+    repo: Path, kubelet: FakePodResourcesLister, which: str, text: str, seconds: float
+) -> str:
     with tempfile.TemporaryDirectory(prefix="aw-hostile-") as tmp:
         root = Path(tmp) / "driver"
         (root / "config").mkdir(parents=True)
@@ -127,7 +129,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     with (
         tempfile.TemporaryDirectory(prefix="aw-hostile-k-") as ktmp,
-        FakeKubelet(Path(ktmp) / "k.sock") as kubelet,
+        FakePodResourcesLister(Path(ktmp) / "k.sock") as kubelet,
     ):
         kubelet.set_pods([gpu_pod("ml", "t", [A100_UUID0])])
         for name, (which, make) in FILES.items():

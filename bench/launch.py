@@ -1,4 +1,5 @@
-"""The allocwatch CLI as a process for a benchmark: start it, and never leave it behind."""
+"""The allocwatch CLI as a process for a benchmark: start it, never leave it behind, and
+what it should publish."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ import sys
 import threading
 from pathlib import Path
 
-from fakekubelet import FakeKubelet
+from allocwatch.profile import Device
+from devtools.podresources import FakePodResourcesLister
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def start_watcher(
-    kubelet: FakeKubelet, driver_root: Path, interval: str, repo: Path = REPO
+    kubelet: FakePodResourcesLister, driver_root: Path, interval: str, repo: Path = REPO
 ) -> tuple[subprocess.Popen[str], int]:
     """Start `repo`'s CLI; return it and the port of its metrics endpoint."""
     proc = subprocess.Popen(
@@ -50,3 +52,9 @@ def kill_if_running(proc: subprocess.Popen[str] | None) -> None:
     if proc is not None and proc.poll() is None:
         proc.kill()
         proc.wait()
+
+
+def expected_used(device: Device, claims: int, fraction: float = 0.5) -> int:
+    """used_bytes by upstream's arithmetic, written out here, not taken from the code measured."""
+    aperture = max(device.total_bytes - device.reserved_bytes, 0)
+    return min(int(float(aperture) * fraction) * claims, aperture)

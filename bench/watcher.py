@@ -22,14 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from allocwatch.document import parse_document
 from allocwatch.durations import parse_duration
-from allocwatch.overrides import parse_document
-from allocwatch.profile import Device, load_devices
-from allocwatch.reconcile import reading_for
+from allocwatch.profile import Device
+from allocwatch.profilesource import load_devices
 from bench.filewrites import FileWrites
-from bench.launch import kill_if_running, start_watcher
+from bench.launch import expected_used, kill_if_running, start_watcher
 from bench.proc import cpu_seconds, peak_rss_mib, thread_cpu_seconds
-from fakekubelet import FakeKubelet, gpu_pod
+from devtools.documents import memory
+from devtools.podresources import FakePodResourcesLister, gpu_pod
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILE = REPO / "tests" / "data" / "a100.yaml"
@@ -110,9 +111,7 @@ class FileReadings:
             except (FileNotFoundError, ValueError):
                 return {}
             self._stat = key
-            self._used = {
-                k: v.get("memory", {}).get("used_bytes") for k, v in doc.get("devices", {}).items()
-            }
+            self._used = {k: v.get("used_bytes") for k, v in memory(doc).items()}
         return self._used
 
 
@@ -126,7 +125,7 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
         target = config / "overrides.yaml"
         devices = load_devices(PROFILE)
         rng = random.Random(seed)
-        with FakeKubelet(tmp / "k.sock") as kubelet:
+        with FakePodResourcesLister(tmp / "k.sock") as kubelet:
             gpu_pods = replica_pods(devices)
             base = background_pods(NODE_PODS - len(gpu_pods))
             active = [True] * len(gpu_pods)
@@ -141,9 +140,7 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
                 counts = {d.index: 0 for d in devices}
                 for i, on in enumerate(active):  # pod i is on devices[i // REPLICAS]
                     counts[devices[i // REPLICAS].index] += on
-                return {
-                    str(d.index): reading_for(d, counts[d.index], 0.5).used_bytes for d in devices
-                }
+                return {str(d.index): expected_used(d, counts[d.index]) for d in devices}
 
             readings = FileReadings(target)
             # Writes are counted on the file itself (inotify), not taken from

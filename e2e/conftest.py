@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from devtools.waiting import wait_until
 from e2e.framework import timings
 from e2e.framework.expected import Expectation
 from e2e.framework.helm import Helm
@@ -28,7 +29,6 @@ from e2e.framework.providers import (
 )
 from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Settings, Stack
 from e2e.framework.teardown import deployed_for_run
-from e2e.framework.waiting import wait_until
 
 PROVIDERS = ("kind", "existing", "local")
 STACKS = ("fake", "real")

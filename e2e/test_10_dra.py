@@ -13,14 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from allocwatch.outcome import PollOutcome
+from allocwatch.metrics import PollOutcome
+from devtools.waiting import wait_until
 from e2e.framework import timings
 from e2e.framework.draplugin import FakeDraPlugin
 from e2e.framework.draworkloads import DraWorkloads
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
 from e2e.framework.stack import GpuPods, Stack
-from e2e.framework.waiting import wait_until
 
 OK_POLLS = f'allocwatch_polls_total{{result="{PollOutcome.OK}"}}'
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from allocwatch.outcome import PollOutcome
+from allocwatch.metrics import PollOutcome
+from devtools.waiting import wait_until
 from e2e.framework.expected import Expectation, Processes, merged
 from e2e.framework.stack import RESOURCE, GpuPods, Stack
-from e2e.framework.waiting import wait_until
 
 THERMAL = {"temperature_gpu_c": 85}
 # what the watcher counts when its publish could not take the lock in time

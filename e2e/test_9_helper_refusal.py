@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from devtools.waiting import WaitAbort
 from e2e.framework import timings
 from e2e.framework.manifests import render
 from e2e.framework.nodefiles import NodeFiles
 from e2e.framework.pods import Pods
 from e2e.framework.stack import Stack
-from e2e.framework.waiting import WaitAbort
 
 NAMESPACE = "allocwatch-e2e-refusal"
 # The deploy waits up to 60 s for the helper; a refusal must end it far sooner.

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from allocwatch.profile import Device, load_devices
-from fakekubelet import FakeKubelet
+from allocwatch.profile import Device
+from allocwatch.profilesource import load_devices
+from devtools.podresources import FakePodResourcesLister
 
 DATA = Path(__file__).parent / "data"
 A100 = DATA / "a100.yaml"
@@ -42,6 +43,6 @@ def a100() -> list[Device]:
 
 
 @pytest.fixture
-def kubelet(short_tmp: Path) -> Iterator[FakeKubelet]:
-    with FakeKubelet(short_tmp / "kubelet.sock") as k:
+def kubelet(short_tmp: Path) -> Iterator[FakePodResourcesLister]:
+    with FakePodResourcesLister(short_tmp / "kubelet.sock") as k:
         yield k

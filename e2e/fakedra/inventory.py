@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from allocwatch.profile import Device, ProfileError, load_devices
+from allocwatch.profile import Device, ProfileError
+from allocwatch.profilesource import load_devices
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from allocwatch.profile import ProfileError, load_devices
+from allocwatch.profile import ProfileError
+from allocwatch.profilesource import load_devices
 from e2e.kubeletplugin.process import (
     configure_logging,
     positive_float,

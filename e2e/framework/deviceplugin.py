@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from devtools.waiting import wait_until
+
 from .diagnostics import Section
 from .manifests import render
 from .pods import Pods
-from .waiting import wait_until
 
 NAME = "fakeplugin"
 LABELS = f"app.kubernetes.io/name={NAME}"

@@ -9,10 +9,11 @@ cluster-scoped, and so are the DeviceClass and ResourceSlice it creates:
 
 from __future__ import annotations
 
+from devtools.waiting import wait_until
+
 from .diagnostics import Section
 from .manifests import render
 from .pods import Pods
-from .waiting import wait_until
 from .workloads import GPU_POD_LABELS
 
 NAME = "fakedra"

@@ -6,10 +6,11 @@ GPU: the allocation is read from its ResourceClaim's status instead.
 
 from __future__ import annotations
 
+from devtools.waiting import WaitAbort, wait_until
+
 from .draplugin import DRIVER
 from .manifests import render
 from .pods import Pods
-from .waiting import WaitAbort, wait_until
 
 # The pod's own name for its claim (fakedra-pod.yaml.j2).
 POD_CLAIM = "gpus"

@@ -2,7 +2,9 @@
 
 Per nvml-mock's contract: aperture = total - reserved (0 if negative),
 per = int(float(aperture) * fraction), used = min(per * claims, aperture),
-free = aperture - used.
+free = aperture - used. Nothing here comes from allocwatch's own code but
+the file mode and the profile's device list: an oracle that shared the code
+under test could not catch its bugs.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from allocwatch.overrides import FILE_MODE, MEMORY_KEYS, remove_readings
+from allocwatch.document import FILE_MODE
 from allocwatch.profile import Device
+from devtools.documents import MEMORY, memory, processes, without
 
 Readings = dict[str, dict[str, int]]
 Processes = dict[str, list[dict[str, Any]]]
@@ -97,28 +100,13 @@ class Expectation:
 
 
 def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
-    """The memory blocks of an overrides document, keyed by device index string."""
-    if document is None:
-        return None
-    devices = document.get("devices") or {}
-    if not isinstance(devices, Mapping):
-        return None
-    out: Readings = {}
-    for key, bucket in devices.items():
-        if isinstance(bucket, Mapping) and isinstance(bucket.get("memory"), Mapping):
-            out[str(key)] = dict(bucket["memory"])
-    return out
+    """The memory keys of an overrides document, keyed by device index string."""
+    return None if document is None else memory(document)
 
 
 def process_lists(document: Mapping[str, object] | None) -> Processes:
     """The `processes` lists of an overrides document, keyed by device index string."""
-    devices = (document or {}).get("devices") or {}
-    assert isinstance(devices, Mapping), devices
-    return {
-        str(key): list(bucket["processes"])
-        for key, bucket in devices.items()
-        if isinstance(bucket, Mapping) and "processes" in bucket
-    }
+    return processes(document)
 
 
 def without_readings(
@@ -127,7 +115,7 @@ def without_readings(
     """The document less the two memory keys allocwatch publishes for the devices
     `published` ("<index>"), and any map left empty by that, as its exit leaves
     it. Another device's memory keys are someone else's."""
-    return remove_readings(document or {}, [int(index) for index in published])
+    return without(document, MEMORY, devices={str(index) for index in published})
 
 
 def merged(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,8 +140,8 @@ def engine_problems(document: object, mode: int) -> list[str]:
     problems = []
     if mode != FILE_MODE:
         problems.append(f"mode {mode:o}, not {FILE_MODE:o}")
-    for index, memory in (memory_readings(document) or {}).items():
-        for key in MEMORY_KEYS:
-            if key in memory and type(memory[key]) is not int:
-                problems.append(f"devices.{index}.memory.{key} {memory[key]!r} is not an int")
+    for index, block in (memory_readings(document) or {}).items():
+        for key in (path[-1] for path in MEMORY):
+            if key in block and type(block[key]) is not int:
+                problems.append(f"devices.{index}.memory.{key} {block[key]!r} is not an int")
     return problems

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from allocwatch.profile import Device, parse_profile
+from devtools.waiting import wait_until
 
 from .expected import engine_problems, without_readings
 from .manifests import render
 from .pods import Pods
-from .waiting import wait_until
 
 NODE_SCRIPTS = Path(__file__).resolve().parent / "node_scripts"
 # Written beside the config.yaml the node helper stages: what unstage may remove.

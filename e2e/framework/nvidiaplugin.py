@@ -7,10 +7,11 @@ plugin at start.
 
 from __future__ import annotations
 
+from devtools.waiting import wait_until
+
 from .diagnostics import Section
 from .pods import Pods
 from .providers import REPO_ROOT
-from .waiting import wait_until
 
 FILES = REPO_ROOT / "e2e" / "realstack"
 MANIFEST = FILES / "device-plugin.yaml"

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from devtools.waiting import WaitAbort, wait_until
+
 from .kubectl import Kubectl, KubectlError
-from .waiting import WaitAbort, wait_until
 
 # Waiting reasons a container does not leave by itself.
 STUCK = frozenset(

@@ -21,6 +21,7 @@ import yaml
 
 from allocwatch.durations import parse_duration
 from allocwatch.profile import parse_profile
+from devtools.waiting import wait_until
 
 from .diagnostics import Section, report
 from .expected import Expectation
@@ -33,7 +34,6 @@ from .realimages import RealImages
 from .release import WATCHER_LABELS
 from .smi import NvidiaSmi, SmiRow, expected_rows
 from .teardown import run_all
-from .waiting import wait_until
 from .workloads import GpuWorkloads
 
 CHART = REPO_ROOT / "charts" / "allocwatch"

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devtools.waiting import wait_until
+
 from . import timings
 from .diagnostics import Section
 from .expected import Processes, Readings, memory_readings, process_lists
@@ -18,7 +20,6 @@ from .kubectl import KubectlError
 from .nodefiles import NodeFiles, script
 from .pods import Pods
 from .providers import REPO_ROOT
-from .waiting import wait_until
 
 CHART = REPO_ROOT / "charts" / "allocwatch"
 RELEASE = "allocwatch"

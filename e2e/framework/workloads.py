@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from devtools.waiting import WaitAbort, wait_until
+
 from .manifests import render
 from .pods import Pods
-from .waiting import WaitAbort, wait_until
 
 GPU_POD_LABELS = "app.kubernetes.io/name=gpu-pod"
 

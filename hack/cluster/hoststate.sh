@@ -10,7 +10,7 @@
 # since and ours by name, then fails if anything at all is new. Removing
 # everything new was rejected: a Docker of the machine's own that started in
 # between would lose its rules. ALLOCWATCH_CGROUP_ROOT puts the cgroup tree
-# elsewhere (tests/test_teardown.py uses a directory).
+# elsewhere (tests/infra/test_teardown.py uses a directory).
 #
 # The real stack's pods also leave files on the host (nvml-mock's driver root,
 # its CDI specs, the /run/nvidia/driver link, the node-feature-discovery

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from allocwatch.profile import load_devices
+from allocwatch.profilesource import load_devices
 from e2e.framework.expected import Expectation
 
 MIB = 1 << 20

@@ -121,12 +121,12 @@ FRACTION=0.5
 SMI_QUERY=--query-gpu=uuid,memory.used,memory.free,memory.total
 PYTHONPATH=$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONPATH
-"$PYTHON" -m fakekubelet --socket "$work/kubelet.sock" --state "$work/kubelet.json" >"$work/kubelet.log" 2>&1 &
+"$PYTHON" -m devtools.podresources --socket "$work/kubelet.sock" --state "$work/kubelet.json" >"$work/kubelet.log" 2>&1 &
 kubelet_pid=$!
 # kubelet_holds [UUID...]: the fake kubelet's pods: one GPU pod holding UUID..., or none.
 kubelet_holds() {
   "$PYTHON" -c 'import json, os, sys
-from fakekubelet import gpu_pod
+from devtools.podresources import gpu_pod
 path, ids = sys.argv[1], sys.argv[2:]
 with open(path + ".tmp", "w") as f:
     json.dump({"pods": [gpu_pod("smoke", "train", ids)] if ids else []}, f)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from upstreamtools import Upstream, UpstreamUnavailable, locate
+from devtools.upstream import Upstream, UpstreamUnavailable, locate
 
 A100 = Path(__file__).resolve().parents[1] / "data" / "a100.yaml"
 

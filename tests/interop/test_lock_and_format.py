@@ -20,10 +20,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from allocwatch.profile import load_devices
+from allocwatch.profilesource import load_devices
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
-from upstreamtools import Ctl, Upstream, load, memory, same, without_memory
+from devtools.documents import load, memory, same, without_memory
+from devtools.upstream import Ctl, Upstream
+from tests.support.documents import wanted
 
 PUBLISHES = 200  # at least; more while nvml-mock-ctl still runs
 STEPS = 100
@@ -99,7 +101,7 @@ def test_interleaved_writers_lose_nothing(upstream: Upstream, config_dir: Path) 
                         errors.append(f"our publish {i - 1} was lost before publish {i}: {seen}")
                         return
                 mine = readings(i, aperture)
-                publisher.publish(mine)
+                publisher.publish(wanted(mine))
                 last = as_block(mine)
                 with published:
                     count["ours"] = i + 1

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from fakekubelet import FakeKubelet, gpu_pod
+from devtools.documents import load, memory
+from devtools.podresources import FakePodResourcesLister, gpu_pod
+from devtools.upstream import REPO, Upstream
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from upstreamtools import REPO, Upstream, load, memory
 
 TOTAL = 42949672960
 RESERVED = 611319808
@@ -145,7 +146,7 @@ def wait_file(path: Path, want: dict[int, tuple[int, int]], timeout: float) -> N
 
 
 def test_nvml_reads_our_published_memory(
-    probe: Probe, config_dir: Path, kubelet: FakeKubelet
+    probe: Probe, config_dir: Path, kubelet: FakePodResourcesLister
 ) -> None:
     overrides = config_dir / "overrides.yaml"
     idle = {i: (0, A100_APERTURE) for i in range(8)}

@@ -15,19 +15,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from fakekubelet import FakeKubelet, gpu_pod
+from devtools.documents import load, memory, processes, same, without_processes
+from devtools.podresources import FakePodResourcesLister, gpu_pod
+from devtools.upstream import Ctl, Upstream, allocwatch_once
+from devtools.waiting import wait_until
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from upstreamtools import (
-    Ctl,
-    Upstream,
-    allocwatch_once,
-    load,
-    memory,
-    processes,
-    same,
-    wait_for,
-    without_processes,
-)
 
 
 def two_containers(namespace: str, name: str, first: str, second: str) -> dict[str, Any]:
@@ -72,7 +64,9 @@ def block(claims: list[int]) -> dict[str, dict[str, int]]:
     return out
 
 
-def run_upstream(upstream: Upstream, kubelet: FakeKubelet, config: Path, target: Path) -> None:
+def run_upstream(
+    upstream: Upstream, kubelet: FakePodResourcesLister, config: Path, target: Path
+) -> None:
     """Run watch-allocations until it has published once, then stop it (exit 0)."""
     ctl = Ctl(upstream, target, config)
     proc = subprocess.Popen(
@@ -92,7 +86,7 @@ def run_upstream(upstream: Upstream, kubelet: FakeKubelet, config: Path, target:
         text=True,
     )
     try:
-        wait_for(lambda: len(memory(load(target))) == 8, 15, "upstream's first publish")
+        wait_until(lambda: len(memory(load(target))) == 8, 15, "upstream's first publish")
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=10)
@@ -101,7 +95,7 @@ def run_upstream(upstream: Upstream, kubelet: FakeKubelet, config: Path, target:
 
 
 def test_same_where_upstream_is_right(
-    upstream: Upstream, config_dir: Path, kubelet: FakeKubelet
+    upstream: Upstream, config_dir: Path, kubelet: FakePodResourcesLister
 ) -> None:
     config = config_dir / "config.yaml"
     kubelet.set_pods(COMMON)
@@ -124,7 +118,9 @@ def test_same_where_upstream_is_right(
     assert sorted(processes(load(theirs))) == ["0", "1", "2", "3", "4"]
 
 
-def test_known_upstream_gaps(upstream: Upstream, config_dir: Path, kubelet: FakeKubelet) -> None:
+def test_known_upstream_gaps(
+    upstream: Upstream, config_dir: Path, kubelet: FakePodResourcesLister
+) -> None:
     config = config_dir / "config.yaml"
     kubelet.set_pods(COMMON + GAPS)
     theirs, ours = config_dir / "upstream.yaml", config_dir / "ours.yaml"

@@ -22,10 +22,11 @@ import yaml
 
 from allocwatch.claims import Claim
 from allocwatch.processes import hashed_pid
-from fakekubelet import FakeKubelet, gpu_pod
+from devtools.documents import load
+from devtools.podresources import FakePodResourcesLister, gpu_pod
+from devtools.upstream import REPO, Upstream
 from tests.conftest import A100_HALF, A100_UUIDS
 from tests.interop.test_nvml import Probe
-from upstreamtools import REPO, Upstream, load
 
 MIB = 2**20
 # The profile's own processes: one on GPU 0, two on GPU 3.
@@ -108,7 +109,7 @@ def trainer_read() -> dict[str, Any]:
 
 
 def test_nvml_reads_our_processes_then_the_profiles_again(
-    probe: Probe, own_config_dir: Path, kubelet: FakeKubelet
+    probe: Probe, own_config_dir: Path, kubelet: FakePodResourcesLister
 ) -> None:
     overrides = own_config_dir / "overrides.yaml"
     wait_processes(probe, profile_lists(), timeout=5)

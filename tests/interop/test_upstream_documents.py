@@ -13,19 +13,10 @@ import os
 import stat
 from pathlib import Path
 
-from fakekubelet import FakeKubelet, gpu_pod
+from devtools.documents import load, memory, processes, same, without_memory, without_processes
+from devtools.podresources import FakePodResourcesLister, gpu_pod
+from devtools.upstream import Ctl, Upstream, allocwatch_once
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from upstreamtools import (
-    Ctl,
-    Upstream,
-    allocwatch_once,
-    load,
-    memory,
-    processes,
-    same,
-    without_memory,
-    without_processes,
-)
 
 UPSTREAM_STEPS = [
     ["temp", "--gpu", "0", "85"],
@@ -45,7 +36,7 @@ def fingerprint(path: Path) -> tuple[int, int, bytes]:
 
 
 def test_foreign_keys_survive_and_status_agrees(
-    upstream: Upstream, config_dir: Path, kubelet: FakeKubelet
+    upstream: Upstream, config_dir: Path, kubelet: FakePodResourcesLister
 ) -> None:
     config = config_dir / "config.yaml"
     overrides = config_dir / "overrides.yaml"

@@ -10,7 +10,7 @@ import os
 import stat
 import sys
 
-from allocwatch.overrides import parse_document
+from allocwatch.document import parse_document
 
 path = sys.argv[1]
 try:

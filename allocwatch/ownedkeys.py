@@ -1,0 +1,225 @@
+"""Our keys in the override document, described once. Pure.
+
+allocwatch publishes a few surfaces on each device: its memory reading and
+its NVML processes. Each is one entry of SURFACES: the keys it owns under
+`devices["<i>"]`, how a device's reading fills them, and, for a surface a
+human can pin with nvml-mock-ctl, the key that says they did. Setting,
+removing, checking that the document already shows what we want, and
+yielding to a pin all run over that table, so a new surface is one entry.
+
+Ownership:
+* On a device it publishes, allocwatch owns its surfaces' keys whole: it sets
+  them, or removes them where it has nothing to say (processes on a device
+  without claims, which lets the profile's own list show again). Every other
+  key, and every other device, is kept as it is.
+* Nothing in the document marks a key as ours (the engine refuses unknown
+  keys), so ownership goes by place, and so survives a restart of ours.
+* A pinned surface is the human's. A pin is a key of the surface that
+  allocwatch never writes. On a device whose own entry holds it, allocwatch
+  leaves the surface alone there; where only `all` holds it, allocwatch
+  removes its keys from the device, whose own entry would beat `all`.
+
+Maps are copied only on the way to a change: the rest is shared with the
+document given, which nothing here modifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from allocwatch.reconcile import MemoryReading
+
+KeyPath = tuple[str, ...]
+Document = dict[str, Any]
+ProcessEntry = dict[str, Any]  # {pid, type, name, used_memory_mib}, as the engine reads it
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+# The value of a key we own and want gone.
+ABSENT: Any = _Absent()
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    """What allocwatch has to say about one device this poll."""
+
+    memory: MemoryReading
+    processes: list[ProcessEntry]  # [] when nothing holds the device
+
+
+@dataclass(frozen=True)
+class Surface:
+    name: str
+    keys: tuple[KeyPath, ...]
+    # The keys' values for a reading, one per key (ABSENT: remove it).
+    read: Callable[[DeviceReading], tuple[Any, ...]]
+    pin: KeyPath | None = None
+
+
+MEMORY = Surface(
+    "memory",
+    (("memory", "used_bytes"), ("memory", "free_bytes")),
+    # ints, which the engine reads exactly (byte counts stay below 2^53)
+    lambda r: (int(r.memory.used_bytes), int(r.memory.free_bytes)),
+)
+# The engine replaces a profile device's list with the document's wholesale
+# (`[]` clears it), so there is no sharing the key: it is ours whole.
+PROCESSES = Surface("processes", (("processes",),), lambda r: (r.processes or ABSENT,))
+
+SURFACES = (MEMORY, PROCESSES)
+
+# Per device index, per key of the surfaces published: the value wanted, or ABSENT.
+Publication = Mapping[int, Mapping[KeyPath, Any]]
+_SURFACE_OF = {key: surface for surface in SURFACES for key in surface.keys}
+
+
+def publication(
+    readings: Mapping[int, DeviceReading],
+    surfaces: Iterable[Surface],
+    withdrawn: Iterable[int] = (),
+) -> dict[int, dict[KeyPath, Any]]:
+    """Our keys' values for each reading, and ABSENT for every key on `withdrawn` devices."""
+    surfaces = tuple(surfaces)
+    out: dict[int, dict[KeyPath, Any]] = {}
+    for index, reading in readings.items():
+        keys = out[index] = {}
+        for surface in surfaces:
+            keys.update(zip(surface.keys, surface.read(reading), strict=True))
+    for index in withdrawn:
+        if index not in out:
+            out[index] = {key: ABSENT for surface in surfaces for key in surface.keys}
+    return out
+
+
+def _get(node: Any, path: KeyPath) -> Any:
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return ABSENT
+        node = node[key]
+    return node
+
+
+def _devices(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    devices = doc.get("devices")
+    return devices if isinstance(devices, dict) else {}
+
+
+def _effective(
+    doc: Mapping[str, Any], index: int, keys: Mapping[KeyPath, Any]
+) -> Iterator[tuple[KeyPath, Any]]:
+    """`keys` as they apply to device `index` of `doc`, once its pins are respected."""
+    bucket = _devices(doc).get(str(index))
+    for key, value in keys.items():
+        pin = _SURFACE_OF[key].pin
+        if pin is not None:
+            if _get(bucket, pin) is not ABSENT:
+                continue  # the device's own pin: theirs, left alone
+            if _get(doc.get("all"), pin) is not ABSENT:
+                value = ABSENT  # pinned for all: ours would hide it on this device
+        yield key, value
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality that demands equal types too: 1, 1.0, True and "1" all differ."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if type(a) is list:
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def holds(doc: Mapping[str, Any], wanted: Publication) -> bool:
+    """True when `doc` already shows `wanted`: apply() would change nothing.
+
+    The cheap check behind write-only-on-change, without copying anything.
+    Type-strict: a `1.0` or `true` someone wrote is not our int.
+    """
+    devices = _devices(doc)
+    setting = False
+    for index, keys in wanted.items():
+        bucket = devices.get(str(index))
+        for key, value in _effective(doc, index, keys):
+            current = _get(bucket, key)
+            if value is ABSENT:
+                if current is not ABSENT:
+                    return False
+            elif not same(current, value):
+                return False
+            else:
+                setting = True
+    return not setting or isinstance(doc.get("version"), int)
+
+
+def _with(node: Mapping[str, Any], path: KeyPath, value: Any) -> dict[str, Any]:
+    """A copy of `node` with `path` set; maps missing, null or not maps on the way become maps."""
+    out = dict(node)
+    head = path[0]
+    if len(path) == 1:
+        out[head] = value
+    else:
+        child = out.get(head)
+        out[head] = _with(child if isinstance(child, dict) else {}, path[1:], value)
+    return out
+
+
+def _without(node: Mapping[str, Any], path: KeyPath) -> dict[str, Any] | None:
+    """A copy of `node` without `path`, pruning maps left empty; None when it has no such key."""
+    head = path[0]
+    if head not in node:
+        return None
+    if len(path) == 1:
+        return {k: v for k, v in node.items() if k != head}
+    child = node[head]
+    if not isinstance(child, dict):
+        return None
+    rest = _without(child, path[1:])
+    if rest is None:
+        return None
+    out = dict(node)
+    if rest:
+        out[head] = rest
+    else:
+        del out[head]
+    return out
+
+
+def apply(doc: Mapping[str, Any], wanted: Publication) -> Document:
+    """A copy of `doc` showing `wanted`, pins respected; every key not ours is kept."""
+    out: Document = dict(doc)
+    devices = dict(_devices(doc))
+    touched = setting = False
+    for index, keys in wanted.items():
+        name = str(index)
+        before = devices.get(name)
+        bucket: dict[str, Any] | None = before if isinstance(before, dict) else None
+        for key, value in _effective(doc, index, keys):
+            if value is ABSENT:
+                removed = None if bucket is None else _without(bucket, key)
+                if removed is not None:
+                    bucket = removed
+            else:
+                bucket = _with(bucket or {}, key, value)
+                setting = True
+        if bucket is None or bucket is before:
+            continue
+        touched = True
+        if bucket:
+            devices[name] = bucket
+        else:
+            devices.pop(name, None)
+    if touched:
+        if devices:
+            out["devices"] = devices
+        else:
+            out.pop("devices", None)
+    if setting and not isinstance(out.get("version"), int):
+        out["version"] = 1  # what Go writers emit
+    return out

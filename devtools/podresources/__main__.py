@@ -1,0 +1,3 @@
+from devtools.podresources import main
+
+main()

@@ -1,3 +1,0 @@
-from fakekubelet import main
-
-main()
