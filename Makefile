@@ -18,7 +18,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop lint proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test interop lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 .PHONY: realstack-smoke containerd-smoke
@@ -62,6 +62,10 @@ interop: venv $(UPSTREAM_TOOLS)
 ## lint: ruff over the whole tree
 lint: venv
 	$(VENV)/bin/ruff check .
+
+## chart-docs: regenerate the chart README's values table from values.yaml (helm-docs)
+chart-docs:
+	hack/chart-docs.sh
 
 ## proto: regenerate the committed gRPC stubs
 proto: venv
