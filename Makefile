@@ -18,7 +18,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test interop fuzz lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 .PHONY: realstack-smoke containerd-smoke
@@ -58,6 +58,10 @@ test: helm lint
 # (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
 interop: venv $(UPSTREAM_TOOLS)
 	$(PY) -m pytest tests/interop
+
+## fuzz: the property tests with many more examples and claim sets up to 10,000
+fuzz: venv
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest tests/unit/test_properties.py
 
 ## lint: ruff over the whole tree
 lint: venv

@@ -40,18 +40,20 @@ class ClaimDecoder:
         # entries had no driver or device name.
         self._previous: dict[bytes, tuple[list[Claim], int]] = {}
         self._previous_response: bytes | None = None
-        self._previous_claims: list[Claim] = []
+        self._previous_claims: tuple[Claim, ...] = ()
         # DRA entries of the last List without a driver or device name, as
         # kubelets before 1.31 report them. Counted on decoded pods only.
         self.unnamed_dra_entries = 0
 
-    def __call__(self, response: bytes) -> list[Claim]:
-        """The claims of an encoded ListPodResourcesResponse; the list is the caller's.
+    def __call__(self, response: bytes) -> tuple[Claim, ...]:
+        """The claims of an encoded ListPodResourcesResponse.
 
-        Raises DecodeError for a response that is not a ListPodResourcesResponse.
+        The same tuple as last time when the List is unchanged, so the
+        caller can tell so without comparing them. Raises DecodeError for a
+        response that is not a ListPodResourcesResponse.
         """
         if response == self._previous_response:
-            return list(self._previous_claims)
+            return self._previous_claims
         previous: dict[bytes, tuple[list[Claim], int]] = self._previous
         current: dict[bytes, tuple[list[Claim], int]] = {}
         claims: list[Claim] = []
@@ -64,9 +66,9 @@ class ClaimDecoder:
             claims.extend(pod[0])
             unnamed += pod[1]
         self._previous = current
-        self._previous_response, self._previous_claims = response, claims
+        self._previous_response, self._previous_claims = response, tuple(claims)
         self.unnamed_dra_entries = unnamed
-        return list(claims)
+        return self._previous_claims
 
     def _decode(self, encoded: bytes) -> tuple[list[Claim], int]:
         if not self._watches or not self._mentions_a_name.search(encoded):

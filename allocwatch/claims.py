@@ -6,6 +6,7 @@ so the loop and the arithmetic read and test without grpc.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -52,4 +53,4 @@ class ListError(RuntimeError):
 class Lister(Protocol):
     """Lists every claim on the node now; raises ListError when it cannot."""
 
-    def list_claims(self) -> list[Claim]: ...
+    def list_claims(self) -> Sequence[Claim]: ...

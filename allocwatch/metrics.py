@@ -57,6 +57,11 @@ class Metrics:
         )
         self.polls = Counter("allocwatch_polls", "Polls by result", ("result",), registry=r)
         self.writes = Counter("allocwatch_writes", "Writes of the override file", registry=r)
+        self.folded_processes = Gauge(
+            "allocwatch_folded_processes",
+            "Claims in the last poll shown only in a device's `+<n> more claims` process entry",
+            registry=r,
+        )
         self.unknown_ids = Gauge(
             "allocwatch_unknown_device_ids",
             "Claimed device ids in the last List that match no profile device",

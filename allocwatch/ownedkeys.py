@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from allocwatch.reconcile import MemoryReading
+from allocwatch.readings import DeviceReading
 
 KeyPath = tuple[str, ...]
 Document = dict[str, Any]
-ProcessEntry = dict[str, Any]  # {pid, type, name, used_memory_mib}, as the engine reads it
 
 
 class _Absent:
@@ -43,14 +42,6 @@ class _Absent:
 
 # The value of a key we own and want gone.
 ABSENT: Any = _Absent()
-
-
-@dataclass(frozen=True)
-class DeviceReading:
-    """What allocwatch has to say about one device this poll."""
-
-    memory: MemoryReading
-    processes: list[ProcessEntry]  # [] when nothing holds the device
 
 
 @dataclass(frozen=True)
@@ -222,4 +213,23 @@ def apply(doc: Mapping[str, Any], wanted: Publication) -> Document:
             out.pop("devices", None)
     if setting and not isinstance(out.get("version"), int):
         out["version"] = 1  # what Go writers emit
+    return out
+
+
+def process_pids(doc: Mapping[str, Any] | None) -> dict[tuple[int, str], int]:
+    """The pid of each (device index, process name) our key shows in `doc`.
+
+    What a watcher started anew reads back, so a claim whose entry is still
+    there keeps its pid across the restart.
+    """
+    out: dict[tuple[int, str], int] = {}
+    for name, bucket in _devices(doc or {}).items():
+        entries = bucket.get(PROCESSES.keys[0][0]) if isinstance(bucket, dict) else None
+        if not (isinstance(entries, list) and str(name).isdigit()):
+            continue
+        for entry in entries:
+            fields = entry if isinstance(entry, dict) else {}
+            pid, process = fields.get("pid"), fields.get("name")
+            if type(pid) is int and isinstance(process, str):
+                out[(int(name), process)] = pid
     return out

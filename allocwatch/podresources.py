@@ -7,7 +7,7 @@ import os
 import socket
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -111,7 +111,7 @@ class PodResourcesClient:
                 self.close()
             self.shutdown.wait(min(READY_RETRY_SECONDS, max(0.0, deadline - time.monotonic())))
 
-    def list_claims(self) -> list[Claim]:
+    def list_claims(self) -> Sequence[Claim]:
         """List the claims now. Raises ListError, or Interrupted on shutdown.
 
         A blocking call, not a future: futures start a polling thread per

@@ -67,6 +67,8 @@ class OverridesPublisher:
         self._cache_doc: Document | None = None
         # (stat identity, reason) of the last document refused
         self._refused: tuple[tuple[int, ...], str] | None = None
+        # The document and publication last found to agree
+        self._shown: tuple[Document, Publication] | None = None
         self.render = DocumentRenderer()
 
     def _current(self, stop: Stop | None) -> tuple[Document | None, int | None]:
@@ -107,6 +109,13 @@ class OverridesPublisher:
         self._refused = (_identity(st), reason)
         return DocumentError(reason)
 
+    def document(self, stop: Stop | None = None) -> Document | None:
+        """The document on disk, as the next publish would start from; None when absent."""
+        try:
+            return self._current(stop)[0]
+        except DocumentError as exc:
+            raise PublishError(f"load {self.path}: {exc}") from exc
+
     def publish(self, wanted: Publication, stop: Stop | None = None) -> PublishResult:
         """Make the file show `wanted` (ownedkeys), pins respected, writing only if it does not.
 
@@ -114,9 +123,18 @@ class OverridesPublisher:
         file that is not there leaves it absent, rather than making it `{}`.
         """
         create = any(v is not ABSENT for keys in wanted.values() for v in keys.values())
-        return self._update(
-            lambda doc: apply(doc, wanted), lambda doc: holds(doc, wanted), stop, create
-        )
+
+        def satisfied(doc: Document) -> bool:
+            # An idle poll asks again of the very document and publication
+            # found to agree last time: the answer stands, whatever their size.
+            if self._shown is not None and self._shown[0] is doc and self._shown[1] is wanted:
+                return True
+            if holds(doc, wanted):
+                self._shown = (doc, wanted)
+                return True
+            return False
+
+        return self._update(lambda doc: apply(doc, wanted), satisfied, stop, create)
 
     def _update(
         self,

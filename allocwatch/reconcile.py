@@ -16,9 +16,12 @@ from allocwatch.claims import Claim, ClaimSource, physical_device_id
 from allocwatch.profile import Device
 
 # NVIDIA's DRA device names: a full GPU `gpu-<minor>`, a MIG device
-# `gpu-<parentMinor>-mig-...`, which counts on its parent GPU. Anything else
-# (`gpu-vfio-<index>`, another driver's naming) matches no device.
-_DRA_GPU = re.compile(r"gpu-(0|[1-9][0-9]*)(?:-mig-.*)?", re.DOTALL)
+# `gpu-<parentMinor>-mig-...`, which counts on its parent GPU. A minor number
+# is an int64, so at most 19 digits. Anything else (`gpu-vfio-<index>`,
+# another driver's naming) matches no device by number.
+_DRA_GPU = re.compile(r"gpu-(0|[1-9][0-9]{0,18})(?:-mig-.*)?", re.DOTALL)
+# A DRA device name is a DNS label; a longer one is counted as unknown unread.
+MAX_DRA_NAME = 253
 
 
 class MemoryReading(NamedTuple):
@@ -70,6 +73,8 @@ def reading_for(device: Device, claims: int, fraction: float) -> MemoryReading:
 
 def dra_number(device_name: str) -> int | None:
     """The N of `gpu-<N>` or `gpu-<N>-mig-...`; None for any other name."""
+    if len(device_name) > MAX_DRA_NAME:
+        return None
     match = _DRA_GPU.fullmatch(device_name)
     return int(match.group(1)) if match else None
 
@@ -82,14 +87,19 @@ def reconcile(
     A device without memory in the profile has claims but no reading. Two
     devices that share a uuid both count its claims, as upstream counts
     claims per uuid and looks each device's uuid up; likewise two devices
-    that share a DRA number (Device.dra_number). Device-plugin and DRA claims
-    on one device add up.
+    that share a DRA number (Device.dra_number). A DRA device named by its
+    GPU's uuid, in either case (as fake-gpu-operator's DRA plugin names
+    them), counts on that GPU. Device-plugin and DRA claims on one device
+    add up.
     """
     by_uuid: dict[str, tuple[int, ...]] = {}
     by_number: dict[int, tuple[int, ...]] = {}
+    by_folded_uuid: dict[str, tuple[int, ...]] = {}
     for device in devices:
         if device.uuid:
             by_uuid[device.uuid] = (*by_uuid.get(device.uuid, ()), device.index)
+            folded = device.uuid.lower()
+            by_folded_uuid[folded] = (*by_folded_uuid.get(folded, ()), device.index)
         by_number[device.dra_number] = (*by_number.get(device.dra_number, ()), device.index)
     claims_on: dict[int, list[Claim]] = {device.index: [] for device in devices}
     placed: list[tuple[Claim, tuple[int, ...]]] = []
@@ -97,7 +107,12 @@ def reconcile(
     for claim in claims:
         if claim.source is ClaimSource.DRA:
             number = dra_number(claim.device_id)
-            where = by_number.get(number, ()) if number is not None else ()
+            if number is not None:
+                where = by_number.get(number, ())
+            elif len(claim.device_id) <= MAX_DRA_NAME:
+                where = by_folded_uuid.get(claim.device_id.lower(), ())
+            else:
+                where = ()
             name = f"{claim.resource_name}/{claim.device_id}"
         else:
             where = by_uuid.get(physical_device_id(claim.device_id), ())

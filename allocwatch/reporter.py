@@ -10,7 +10,8 @@ from pathlib import Path
 from allocwatch.logs import id_list, shorten
 from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.profile import Device
-from allocwatch.reconcile import MemoryReading, Reconciliation
+from allocwatch.readings import Readings
+from allocwatch.reconcile import MemoryReading
 
 # The watch loop's logger, as before the reporter had a module: log queries name it.
 log = logging.getLogger("allocwatch.watch")
@@ -55,9 +56,11 @@ class Reporter:
             log.error("%s", message)
             self._last_problem = message
 
-    def published(self, devices: Sequence[Device], rec: Reconciliation, wrote: bool) -> None:
+    def published(self, devices: Sequence[Device], readings: Readings, wrote: bool) -> None:
+        rec = readings.rec
         if wrote:
             self.metrics.writes.inc()
+        self.metrics.folded_processes.set(readings.folded)
         self._devices(
             devices, rec.readings, rec.claims_per_device, rec.dra_claims_per_device, wrote
         )

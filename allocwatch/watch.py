@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from allocwatch.claims import Lister, ListError
+from allocwatch.claims import Claim, Lister, ListError
 from allocwatch.metrics import Metrics, PollOutcome
-from allocwatch.ownedkeys import MEMORY, PROCESSES, DeviceReading, publication
-from allocwatch.processes import process_lists
+from allocwatch.ownedkeys import MEMORY, PROCESSES, Publication, process_pids, publication
+from allocwatch.processes import PidTable
+from allocwatch.profile import Device
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher, PublishError
-from allocwatch.reconcile import reconcile
+from allocwatch.readings import Readings, Settings, read
 from allocwatch.reporter import Reporter
 from allocwatch.shutdown import Deadline, Interrupted, Shutdown
 
@@ -37,15 +38,22 @@ class Watcher:
         self.lister = lister
         self.profile = profile
         self.publisher = publisher
-        self.fraction = fraction
         self.interval = interval
         self.metrics = metrics or Metrics()
         self.reporter = Reporter(self.metrics, publisher.path)
         self.clock = clock
-        # publish each claim as an NVML process (owns the key)
+        self.settings = Settings(fraction=fraction, processes=processes)
         self.surfaces = (MEMORY, PROCESSES) if processes else (MEMORY,)
+        self._pids = PidTable()
+        # What the document showed of our processes when this run began.
+        self._previous_pids: dict[tuple[int, str], int] | None = None
         self._last_success: float | None = None
-        self._published: set[int] = set()
+        self._published: frozenset[int] = frozenset()
+        # The last poll's inputs and what came of them: an unchanged List
+        # and profile (an idle node) cost a comparison, not a recomputation
+        # whose cost grows with the claims.
+        self._last: tuple[object, object, Readings] | None = None
+        self._last_wanted: tuple[Readings, frozenset[int], Publication] | None = None
 
     def poll(self, stop: Shutdown | None = None) -> PollOutcome:
         started = time.perf_counter()
@@ -67,23 +75,40 @@ class Watcher:
         except ListError as exc:
             self.reporter.problem(f"{exc} (keeping the previous reading)")
             return PollOutcome.LIST_ERROR
-        rec = reconcile(devices, claims, self.fraction)
-        lists = process_lists(rec) if PROCESSES in self.surfaces else {}
-        readings = {
-            index: DeviceReading(memory, lists.get(index, []))
-            for index, memory in rec.readings.items()
-        }
-        wanted = publication(readings, self.surfaces, withdrawn=self._published)
+        if self._previous_pids is None and PROCESSES in self.surfaces:
+            try:
+                self._previous_pids = process_pids(self.publisher.document(stop))
+            except PublishError:
+                self._previous_pids = {}  # the publish below says why
+        readings = self._read(devices, claims)
+        wanted = self._wanted(readings)
         try:
             result = self.publisher.publish(wanted, stop)
         except PublishError as exc:
             if stop is None or not stop.is_set():  # else: abandoned for shutdown
                 self.reporter.problem(f"publish: {exc} (retrying every poll)")
             return PollOutcome.PUBLISH_ERROR
-        self._published = set(rec.readings)
+        self._published = frozenset(readings.devices)
         self._last_success = self.clock()
-        self.reporter.published(devices, rec, result.wrote)
+        self.reporter.published(devices, readings, result.wrote)
         return PollOutcome.OK
+
+    def _read(self, devices: Sequence[Device], claims: Sequence[Claim]) -> Readings:
+        last = self._last
+        if last is not None and last[0] is devices and (last[1] is claims or last[1] == claims):
+            return last[2]
+        readings = read(devices, claims, self.settings, self._pids, self._previous_pids)
+        self._last = (devices, claims, readings)
+        return readings
+
+    def _wanted(self, readings: Readings) -> Publication:
+        """Our keys for `readings`, and gone from devices published before and not now."""
+        last = self._last_wanted
+        if last is not None and last[0] is readings and last[1] == self._published:
+            return last[2]
+        wanted = publication(readings.devices, self.surfaces, withdrawn=self._published)
+        self._last_wanted = (readings, self._published, wanted)
+        return wanted
 
     def run(self, stop: Shutdown) -> None:
         """Publish immediately, then once per interval, until `stop` is set.
@@ -115,7 +140,7 @@ class Watcher:
         if not self._published:
             return True
         try:
-            wanted = publication({}, self.surfaces, withdrawn=sorted(self._published))
+            wanted = publication({}, self.surfaces, withdrawn=self._published)
             result = self.publisher.publish(wanted, Deadline(timeout))
         except PublishError as exc:
             log.error("on exit: could not remove readings: %s", exc)
@@ -130,7 +155,7 @@ class Watcher:
             return False
         if result.wrote:
             log.info("on exit: removed memory readings from %s", self.publisher.path)
-        self._published.clear()
+        self._published = frozenset()
         return True
 
     def ready(self) -> tuple[bool, str]:

@@ -9,6 +9,7 @@ lists show again.
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import subprocess
 import sys
@@ -20,8 +21,6 @@ from typing import Any
 import pytest
 import yaml
 
-from allocwatch.claims import Claim
-from allocwatch.processes import hashed_pid
 from devtools.documents import load
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import REPO, Upstream
@@ -103,9 +102,11 @@ def with_ours(ours: dict[int, list[dict[str, Any]]]) -> list[list[dict[str, Any]
 
 def trainer_read() -> dict[str, Any]:
     """ml/trainer/app's one claim on GPU 0, derived here, as NVML reads it."""
-    trainer = Claim("ml", "trainer", "app", "nvidia.com/gpu", A100_UUIDS[0])
+    identity = "\0".join(("ml", "trainer", "app", "nvidia.com/gpu", A100_UUIDS[0]))
+    digest = hashlib.blake2b(identity.encode(), digest_size=8).digest()
+    pid = 10_000_000 + int.from_bytes(digest, "big") % 90_000_000  # the documented pid
     used = A100_HALF // MIB * MIB
-    return {"pid": hashed_pid(trainer), "used_bytes": used, "name": "ml/trainer/app"}
+    return {"pid": pid, "used_bytes": used, "name": "ml/trainer/app"}
 
 
 def test_nvml_reads_our_processes_then_the_profiles_again(

@@ -34,7 +34,7 @@ ClaimsOf = Callable[..., list[Claim]]
 def _via_encoded(
     resp: api_pb2.ListPodResourcesResponse, names: Set[str], drivers: Set[str] = DRIVERS
 ) -> list[Claim]:
-    return ClaimDecoder(names, drivers)(resp.SerializeToString())
+    return list(ClaimDecoder(names, drivers)(resp.SerializeToString()))
 
 
 def _reference_claims(
@@ -85,7 +85,7 @@ def claims_of(request: pytest.FixtureRequest) -> ClaimsOf:
         kubelet.set_raw_pods([pod.SerializeToString() for pod in resp.pod_resources])
         client = PodResourcesClient(kubelet.socket_path, names, dra_drivers=drivers)
         try:
-            return client.list_claims()
+            return list(client.list_claims())
         finally:
             client.close()
 
@@ -219,8 +219,8 @@ def test_one_decoder_across_changing_lists_matches_full_decoding() -> None:
         listed = rng.sample(pods, rng.randrange(len(pods))) + pods[:2]  # some pods twice
         resp = build_response(listed)
         wanted = _reference_claims(resp, NAMES)
-        assert decode(resp.SerializeToString()) == wanted
-        assert decode(resp.SerializeToString()) == wanted  # the same List again
+        assert list(decode(resp.SerializeToString())) == wanted
+        assert list(decode(resp.SerializeToString())) == wanted  # the same List again
 
 
 def test_an_unchanged_list_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -234,12 +234,13 @@ def test_an_unchanged_list_is_not_decoded_again(monkeypatch: pytest.MonkeyPatch)
     )
     wire = build_response(pods).SerializeToString()
     first = decode(wire)
-    first.append(first[0])  # the caller's list is its own
     again = decode(bytes(wire))  # equal bytes, another object
-    assert again == _reference_claims(build_response(pods), NAMES)
+    assert again is first  # unchanged: the caller can tell without comparing
+    assert list(again) == _reference_claims(build_response(pods), NAMES)
     assert len(parsed) == 1
     changed = build_response(pods[::-1])
-    assert decode(changed.SerializeToString()) == _reference_claims(changed, NAMES) != again
+    assert list(decode(changed.SerializeToString())) == _reference_claims(changed, NAMES)
+    assert list(decode(changed.SerializeToString())) != list(again)
     assert len(parsed) == 2
 
 

@@ -10,6 +10,7 @@ import pytest
 from allocwatch.logs import TextFormatter
 from allocwatch.metrics import Metrics
 from allocwatch.profile import Device
+from allocwatch.readings import Readings
 from allocwatch.reconcile import MemoryReading, Reconciliation
 from allocwatch.reporter import Reporter
 
@@ -44,7 +45,7 @@ def published_unknown(caplog: pytest.LogCaptureFixture, ids: list[str]) -> str:
     device = Device(0, "GPU-" + "u" * 1_000_000, 80 << 30, 0)
     rec = Reconciliation({0: MemoryReading(0, 80 << 30)}, [], {0: []}, tuple(ids))
     with caplog.at_level(logging.INFO, logger="allocwatch.watch"):
-        reporter.published([device], rec, wrote=True)
+        reporter.published([device], Readings(rec, {}), wrote=True)
     return caplog.text
 
 

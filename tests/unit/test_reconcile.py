@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -153,7 +154,7 @@ def test_a_mig_device_counts_on_its_parent_gpu() -> None:
         "gpu-1x",
         "gpu-01-mig",
         "nic-1",
-        "GPU-1",
+        "GPU-9",
         "gpu-01",
         "gpu-\uff11",
     ],
@@ -183,3 +184,32 @@ def test_a_dra_claim_on_a_device_without_uuid_or_memory_counts() -> None:
     rec = reconcile(devices, [dra("gpu-0")], 0.5)
     assert rec.claims_per_device == {0: 1}
     assert rec.readings == {}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["gpu-" + "9" * 4301, "gpu-" + "1" * 20, "gpu-1-mig-" + "x" * 1_000_000, "g" * 300],
+)
+def test_a_dra_name_too_long_to_be_a_device_is_unknown_unread(name: str) -> None:
+    rec = reconcile(FOUR, [dra(name), dra("gpu-0")], 0.5)
+    assert rec.claims_per_device == {0: 1, 1: 0, 2: 0, 3: 0}
+    assert rec.unknown_ids == (f"gpu.nvidia.com/{name}",)
+
+
+def test_the_largest_minor_number_still_matches() -> None:
+    big = 2**63 - 1
+    devices = [Device(0, "GPU-0", 80 << 30, 0, minor_number=big)]
+    assert reconcile(devices, [dra(f"gpu-{big}")], 0.5).claims_per_device == {0: 1}
+
+
+@pytest.mark.parametrize("spell", [str.lower, str.upper, str.title])
+def test_a_dra_device_named_by_its_gpus_uuid_counts_on_it_in_any_case(
+    spell: Callable[[str], str],
+) -> None:
+    """fake-gpu-operator's DRA plugin names each device by its GPU's uuid, lower-cased."""
+    devices = [
+        Device(i, f"GPU-ABCDEF0{i}-1234-5678-9abc-def012345678", 80 << 30, 0) for i in range(3)
+    ]
+    rec = reconcile(devices, [dra(spell(devices[2].uuid))], 0.5)
+    assert rec.claims_per_device == {0: 0, 1: 0, 2: 1}
+    assert rec.unknown_ids == ()

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from allocwatch.document import parse_document
+from allocwatch import watch
+from allocwatch.document import count_nodes, parse_document
+from allocwatch.goyaml import MAX_NODES
 from allocwatch.metrics import Metrics, PollOutcome
+from allocwatch.processes import MAX_PROCESSES_PER_DEVICE
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.shutdown import Shutdown
@@ -558,3 +561,46 @@ def test_unknown_dra_names_are_counted_and_logged_once_per_change(
     assert loop.metric("allocwatch_unknown_device_ids") == 1
     assert caplog.text.count("ids matching no profile device: gpu.nvidia.com/gpu-vfio-0") == 1
     assert memory(loop.overrides) == expected({})
+
+
+# ---- scale ------------------------------------------------------------------------
+
+
+def test_5000_claims_write_a_document_allocwatch_reads_back_after_a_restart(
+    loop: Loop, driver_root: Path
+) -> None:
+    """Past 2,212 claims the process entries alone once outgrew the node bound."""
+    claims = [gpu_claim("ml", f"p{n}", f"{A100_UUIDS[n % 8]}::{n}") for n in range(5000)]
+    loop.lister.set_claims(claims)
+    assert loop.poll() == OK
+    doc = loop.document()  # allocwatch's own reader takes it
+    assert count_nodes(doc) <= MAX_NODES
+    for index in range(8):
+        entries = doc["devices"][str(index)]["processes"]
+        assert len(entries) == MAX_PROCESSES_PER_DEVICE
+        assert entries[-1]["name"] == f"+{625 - MAX_PROCESSES_PER_DEVICE + 1} more claims"
+    assert loop.metric("allocwatch_folded_processes") == 8 * (625 - MAX_PROCESSES_PER_DEVICE + 1)
+    restarted = Loop(driver_root)
+    restarted.lister.set_claims(claims)
+    assert restarted.poll() == OK
+    assert restarted.document() == doc  # same pids, nothing to write
+    assert restarted.metric("allocwatch_writes_total") == 0
+    restarted.lister.set_claims([])
+    assert restarted.poll() == OK and restarted.shows({})
+    assert restarted.watcher.remove_readings(timeout=1)
+
+
+def test_an_unchanged_list_and_profile_are_not_reconciled_again(
+    loop: Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claims = tuple(gpu_claim("ml", f"p{n}", A100_UUIDS[n % 8]) for n in range(2000))
+    loop.lister.set_claims(list(claims))
+    calls: list[int] = []
+    real_read = watch.read
+    monkeypatch.setattr(watch, "read", lambda *a: calls.append(1) or real_read(*a))
+    for _ in range(5):
+        assert loop.poll() == OK
+    assert len(calls) == 1
+    loop.lister.set_claims(list(claims[:-1]))
+    assert loop.poll() == OK
+    assert len(calls) == 2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from allocwatch.claims import Claim
-from allocwatch.processes import process_lists
+from allocwatch.processes import PidTable, process_lists
 from allocwatch.profile import Device
 from allocwatch.reconcile import reconcile
 from e2e.framework.expected import Expectation
@@ -18,7 +18,7 @@ def test_expected_processes_are_what_the_watcher_publishes(a100: list[Device]) -
         for pod, uuids in pods.items()
         for uuid in uuids
     ]
-    ours = process_lists(reconcile(a100, claims, 0.75))
+    ours = process_lists(reconcile(a100, claims, 0.75), PidTable()).lists
     want = Expectation(a100, 0.75).processes("e2e", pods, "nvidia.com/gpu", "main")
     assert want == {str(index): entries for index, entries in ours.items()}
     assert sorted(want) == ["0", "3"] and len(want["0"]) == 2

@@ -1,0 +1,57 @@
+"""Claims → what allocwatch publishes on each device this poll. Pure: no I/O, no clock.
+
+Kubelet → claims → readings → document: this is the third arrow. It places
+the claims (reconcile), and from that every device's memory reading and
+process list; `ownedkeys` turns a device's reading into its keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from allocwatch.claims import Claim
+from allocwatch.processes import PidTable, ProcessEntry, ProcessLists, process_lists
+from allocwatch.profile import Device
+from allocwatch.reconcile import MemoryReading, Reconciliation, reconcile
+
+
+@dataclass(frozen=True)
+class Settings:
+    fraction: float = 0.5  # of a GPU's usable memory, per claim
+    processes: bool = True  # publish each claim as an NVML process
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    """What allocwatch has to say about one device this poll."""
+
+    memory: MemoryReading
+    processes: list[ProcessEntry]  # [] when nothing holds the device
+
+
+@dataclass(frozen=True)
+class Readings:
+    rec: Reconciliation  # where the claims landed, for the metrics and the log
+    devices: dict[int, DeviceReading]  # every device that has a memory reading
+    folded: int = 0  # claims folded into a `+<n> more claims` process entry
+
+
+def read(
+    devices: Sequence[Device],
+    claims: Sequence[Claim],
+    settings: Settings,
+    pids: PidTable,
+    previous_pids: Mapping[tuple[int, str], int] | None = None,
+) -> Readings:
+    """`previous_pids`: each (device, process name) the document showed before a restart."""
+    rec = reconcile(devices, claims, settings.fraction)
+    lists = process_lists(rec, pids, previous_pids) if settings.processes else ProcessLists({}, 0)
+    return Readings(
+        rec,
+        {
+            index: DeviceReading(memory, lists.lists.get(index, []))
+            for index, memory in rec.readings.items()
+        },
+        lists.folded,
+    )
