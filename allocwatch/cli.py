@@ -85,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         interval=args.interval,
         metrics=metrics,
         processes=args.processes,
+        activity=args.activity,
+        busy=args.busy_utilization,
     )
 
     server = None
@@ -115,13 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 1 / args.interval,
             )
         log.info(
-            "allocwatch %s: polling %s every %s (resources %s, DRA drivers %s, fraction %g) -> %s",
+            "allocwatch %s: polling %s every %s (resources %s, DRA drivers %s, fraction %g, "
+            "busy %s) -> %s",
             __version__,
             args.socket,
             format_duration(args.interval),
             ", ".join(resource_names),
             ", ".join(dra_drivers),
             args.used_fraction,
+            args.busy_utilization if args.activity else "off",
             overrides,
         )
         if server is not None:

@@ -8,6 +8,7 @@ import os
 import re
 
 from allocwatch import __version__
+from allocwatch.activity import DEFAULT_BUSY, Band
 from allocwatch.durations import parse_duration
 from allocwatch.health import parse_address
 from allocwatch.logs import LEVELS
@@ -62,6 +63,20 @@ def _fraction(text: str) -> float:
     if math.isnan(value) or not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be in (0, 1]")
     return value
+
+
+_BAND = re.compile(r"([0-9]{1,3})(?:-([0-9]{1,3}))?")
+
+
+def _band(text: str) -> Band:
+    match = _BAND.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage or a band such as 70-90")
+    lo = int(match.group(1))
+    hi = int(match.group(2)) if match.group(2) is not None else lo
+    if not lo <= hi <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: the band must run upwards, within 0-100")
+    return Band(lo, hi)
 
 
 def _address(text: str) -> str:
@@ -185,6 +200,21 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="never touch the devices' `processes` lists (by default each claim is "
         "published as an NVML process named <namespace>/<pod>/<container>)",
+    )
+    p.add_argument(
+        "--no-activity",
+        dest="activity",
+        action="store_false",
+        help="never touch the devices' utilization, power and temperature (by default they "
+        "follow the claims, and a nvml-mock-ctl util|power|temp pin is left alone)",
+    )
+    p.add_argument(
+        "--busy-utilization",
+        type=_band,
+        default=str(DEFAULT_BUSY),
+        metavar="LO-HI",
+        help="the utilization band one claim keeps its GPU in, in percent; 0 for allocated "
+        "but not computing (default %(default)s)",
     )
     p.add_argument("--once", action="store_true", help="poll and publish once, then exit")
     p.add_argument("--version", action="version", version=f"allocwatch {__version__}")

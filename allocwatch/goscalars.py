@@ -1,4 +1,5 @@
-"""Plain scalars as go-yaml v2 reads them, and the text Go makes of them.
+"""Plain scalars as go-yaml v2 reads them, the text Go makes of them, and a
+struct's fields as Go's JSON decoding reads them.
 
 go-yaml v2 is the parser behind sigs.k8s.io/yaml, and so behind nvml-mock;
 `goyaml` lists which documents allocwatch reads with these rules.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 STR = "tag:yaml.org,2002:str"
@@ -115,3 +117,90 @@ def go_text(value: Any) -> str | None:
     if isinstance(value, int):
         return str(value)
     return None
+
+
+class FieldError(ValueError):
+    """A field Go's decoder would refuse; the message names it."""
+
+
+def field(fields: Mapping[str, Any], name: str, where: str) -> Any:
+    """The value of field `name`, whose key matches case-insensitively, as Go's does.
+
+    A field named twice (`memory:` and `Memory:`) Go decodes twice, layering
+    the two; allocwatch refuses it rather than model that layering.
+    """
+    lowered = name.lower()
+    keys = sorted(k for k in fields if isinstance(k, str) and k.lower() == lowered)
+    if len(keys) > 1:
+        raise FieldError(
+            f"{where} is named twice ({', '.join(keys)}); allocwatch reads each field once"
+        )
+    return fields[keys[0]] if keys else None
+
+
+def mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise FieldError(f"{where} must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def struct(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
+    return mapping(field(fields, name, where), where)
+
+
+def pointer(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any] | None:
+    """A pointer-to-struct field (`memory`): absent or null is nil."""
+    value = field(fields, name, where)
+    return None if value is None else mapping(value, where)
+
+
+def scalar(
+    fields: Mapping[str, Any], name: str, where: str, convert: Callable[[Any, str], Any]
+) -> Any:
+    """A scalar field: it must decode; absent or null is None."""
+    value = field(fields, name, where)
+    return None if value is None else convert(value, where)
+
+
+def int_field(value: Any, where: str) -> int:
+    """A Go `int` field."""
+    number = json_int(value)
+    if number is None or not is_int64(number):
+        raise FieldError(f"{where} must be an integer, not {value!r}")
+    return number
+
+
+def unsigned(bits: int) -> Callable[[Any, str], int]:
+    def convert(value: Any, where: str) -> int:
+        number = json_int(value)
+        if number is None or not 0 <= number < 2**bits:
+            raise FieldError(f"{where} must be a non-negative integer, not {value!r}")
+        return number
+
+    return convert
+
+
+def text(value: Any, where: str) -> str:
+    """A Go `string` field: sigs.k8s.io/yaml turns an int or bool into its text.
+
+    It would format a float (as a float32) or `!!binary` bytes too; allocwatch
+    refuses those, since a uuid written as a number is a mistake.
+    """
+    text = go_text(value)
+    if text is None:
+        kind = "a number" if isinstance(value, float) else f"a {type(value).__name__}"
+        raise FieldError(f"{where} must be text, not {kind}; quote it")
+    return text
+
+
+def fields(
+    block: Mapping[str, Any] | None, spec: Mapping[str, Callable[[Any, str], int]], where: str
+) -> dict[str, int] | None:
+    """The fields of `spec` in `block`, each decoded (0 when absent); None without a block."""
+    if block is None:
+        return None
+    return {
+        name: scalar(block, name, f"{where}.{name}", convert) or 0 for name, convert in spec.items()
+    }

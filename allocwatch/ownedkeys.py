@@ -1,11 +1,12 @@
 """Our keys in the override document, described once. Pure.
 
-allocwatch publishes a few surfaces on each device: its memory reading and
-its NVML processes. Each is one entry of SURFACES: the keys it owns under
-`devices["<i>"]`, how a device's reading fills them, and, for a surface a
-human can pin with nvml-mock-ctl, the key that says they did. Setting,
-removing, checking that the document already shows what we want, and
-yielding to a pin all run over that table, so a new surface is one entry.
+allocwatch publishes a few surfaces on each device: its memory reading, its
+NVML processes, and its utilization, power and temperature. Each is one entry
+of SURFACES: the key it owns under `devices["<i>"]`, how a device's reading
+fills it, and, for a surface a human can pin with nvml-mock-ctl, the key that
+says they did. Setting, removing, checking that the document already shows
+what we want, and yielding to a pin all run over that table, so a new
+surface is one entry.
 
 Ownership:
 * On a device it publishes, allocwatch owns its surfaces' keys whole: it sets
@@ -14,10 +15,14 @@ Ownership:
   key, and every other device, is kept as it is.
 * Nothing in the document marks a key as ours (the engine refuses unknown
   keys), so ownership goes by place, and so survives a restart of ours.
-* A pinned surface is the human's. A pin is a key of the surface that
-  allocwatch never writes. On a device whose own entry holds it, allocwatch
-  leaves the surface alone there; where only `all` holds it, allocwatch
-  removes its keys from the device, whose own entry would beat `all`.
+* A pinned surface is the human's. `nvml-mock-ctl util|power|temp` write
+  the surface's static value (`utilization`, `power.current_draw_mw`,
+  `thermal.temperature_gpu_c`), which allocwatch never writes: that is the
+  pin. On a device whose own entry holds it, allocwatch leaves the surface
+  alone there; where only `all` holds it, allocwatch removes its key from the
+  device, whose own entry would beat `all`, so the pin shows everywhere.
+  `nvml-mock-ctl reset` removes the pin, and allocwatch takes the surface
+  back at its next poll.
 
 Maps are copied only on the way to a change: the rest is shared with the
 document given, which nothing here modifies.
@@ -47,45 +52,78 @@ ABSENT: Any = _Absent()
 @dataclass(frozen=True)
 class Surface:
     name: str
-    keys: tuple[KeyPath, ...]
-    # The keys' values for a reading, one per key (ABSENT: remove it).
-    read: Callable[[DeviceReading], tuple[Any, ...]]
+    key: KeyPath
+    # The key's value for a reading; ABSENT to remove it, LEFT to leave it alone.
+    read: Callable[[DeviceReading], Any]
     pin: KeyPath | None = None
 
 
-MEMORY = Surface(
-    "memory",
-    (("memory", "used_bytes"), ("memory", "free_bytes")),
-    # ints, which the engine reads exactly (byte counts stay below 2^53)
-    lambda r: (int(r.memory.used_bytes), int(r.memory.free_bytes)),
-)
+class _Left:
+    def __repr__(self) -> str:
+        return "LEFT"
+
+
+# A reading with nothing to say of a key: it stays as it is, not ours this time.
+LEFT: Any = _Left()
+
+
+def _activity(block: str) -> Callable[[DeviceReading], Any]:
+    def read(r: DeviceReading) -> Any:
+        if r.activity is None or block in r.activity.left:
+            return LEFT
+        return getattr(r.activity, block)  # None is YAML's null: the static value shows
+
+    return read
+
+
+MEMORY_USED = Surface("memory used", ("memory", "used_bytes"), lambda r: int(r.memory.used_bytes))
+# ints, which the engine reads exactly (byte counts stay below 2^53)
+MEMORY_FREE = Surface("memory free", ("memory", "free_bytes"), lambda r: int(r.memory.free_bytes))
 # The engine replaces a profile device's list with the document's wholesale
 # (`[]` clears it), so there is no sharing the key: it is ours whole.
-PROCESSES = Surface("processes", (("processes",),), lambda r: (r.processes or ABSENT,))
+PROCESSES = Surface("processes", ("processes",), lambda r: r.processes or ABSENT)
+UTILIZATION = Surface(
+    "utilization", ("dynamic_metrics", "utilization"), _activity("utilization"), ("utilization",)
+)
+POWER = Surface(
+    "power", ("dynamic_metrics", "power"), _activity("power"), ("power", "current_draw_mw")
+)
+TEMPERATURE = Surface(
+    "temperature",
+    ("dynamic_metrics", "temperature"),
+    _activity("temperature"),
+    ("thermal", "temperature_gpu_c"),
+)
 
-SURFACES = (MEMORY, PROCESSES)
+MEMORY = (MEMORY_USED, MEMORY_FREE)
+ACTIVITY = (UTILIZATION, POWER, TEMPERATURE)
+SURFACES = (*MEMORY, PROCESSES, *ACTIVITY)
 
-# Per device index, per key of the surfaces published: the value wanted, or ABSENT.
+# Per device index, per key we own there now: the value wanted, or ABSENT.
 Publication = Mapping[int, Mapping[KeyPath, Any]]
-_SURFACE_OF = {key: surface for surface in SURFACES for key in surface.keys}
+_SURFACE_OF = {surface.key: surface for surface in SURFACES}
 
 
 def publication(
-    readings: Mapping[int, DeviceReading],
-    surfaces: Iterable[Surface],
-    withdrawn: Iterable[int] = (),
+    readings: Mapping[int, DeviceReading], surfaces: Iterable[Surface]
 ) -> dict[int, dict[KeyPath, Any]]:
-    """Our keys' values for each reading, and ABSENT for every key on `withdrawn` devices."""
+    """Our keys' values for each reading (a key LEFT alone is not ours this time)."""
     surfaces = tuple(surfaces)
     out: dict[int, dict[KeyPath, Any]] = {}
     for index, reading in readings.items():
         keys = out[index] = {}
         for surface in surfaces:
-            keys.update(zip(surface.keys, surface.read(reading), strict=True))
-    for index in withdrawn:
-        if index not in out:
-            out[index] = {key: ABSENT for surface in surfaces for key in surface.keys}
+            value = surface.read(reading)
+            if value is not LEFT:
+                keys[surface.key] = value
     return out
+
+
+def withdrawal(published: Publication, indices: Iterable[int]) -> dict[int, dict[KeyPath, Any]]:
+    """Every key `published` owns on `indices`, to be removed: only what is ours now."""
+    return {
+        index: dict.fromkeys(published[index], ABSENT) for index in indices if index in published
+    }
 
 
 def _get(node: Any, path: KeyPath) -> Any:
@@ -224,7 +262,7 @@ def process_pids(doc: Mapping[str, Any] | None) -> dict[tuple[int, str], int]:
     """
     out: dict[tuple[int, str], int] = {}
     for name, bucket in _devices(doc or {}).items():
-        entries = bucket.get(PROCESSES.keys[0][0]) if isinstance(bucket, dict) else None
+        entries = bucket.get(PROCESSES.key[0]) if isinstance(bucket, dict) else None
         if not (isinstance(entries, list) and str(name).isdigit()):
             continue
         for entry in entries:

@@ -16,6 +16,8 @@ Each claim on a device with a reading becomes one compute process there:
 * `used_memory_mib` is the device's `used_bytes` shared equally among its
   claims, each share rounded down to whole MiB: the entries never add up to
   more than `used_bytes`, and a clamped device's claims split its aperture.
+* With activity, `sm_util` and `mem_util` are the claim's share of its GPU's
+  utilization (activity.process_utilization), which `nvidia-smi pmon` reads.
 * `pid` is synthetic: PID_BASE + (the 8-byte blake2b digest, `digest_size=8`,
   of the claim's identity, as a big-endian integer) mod PID_SPAN. The
   identity is namespace, pod, container, resource name and device id, and
@@ -40,10 +42,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from allocwatch.activity import Band, process_utilization
 from allocwatch.claims import Claim, ClaimSource
 from allocwatch.reconcile import Reconciliation
 
@@ -164,31 +167,33 @@ def process_lists(
     rec: Reconciliation,
     pids: PidTable,
     previous: Mapping[tuple[int, str], int] | None = None,
+    band_of: Callable[[Claim], Band] | None = None,
 ) -> ProcessLists:
     """The process list of every device that has a reading and claims, keyed by index.
 
     Entries are in order of claim identity, so a List in another order
     changes nothing. A device without claims is absent: the profile's own
     list is what it shows. `previous`: the pid of each (device, name) the
-    document showed before a restart.
+    document showed before a restart. `band_of`: each claim's busy band, when
+    the entries carry utilization.
     """
     on_device: dict[int, list[tuple[str, Claim]]] = {}
     for key, claim, where in _keys(rec):
         for index in where:
             on_device.setdefault(index, []).append((key, claim))
-    # index -> (key, name, claims it stands for) of each entry
-    shown: dict[int, list[tuple[str, str, int]]] = {}
+    # index -> (key, name, the claims it stands for) of each entry
+    shown: dict[int, list[tuple[str, str, list[Claim]]]] = {}
+    folded = 0
     for index, claims in on_device.items():
-        listed = (
-            claims[: MAX_PROCESSES_PER_DEVICE - 1]
-            if len(claims) > MAX_PROCESSES_PER_DEVICE
-            else claims
-        )
+        listed = claims
+        if len(claims) > MAX_PROCESSES_PER_DEVICE:
+            listed = claims[: MAX_PROCESSES_PER_DEVICE - 1]
         names = _distinct([process_name(claim) for _, claim in listed])
-        shown[index] = [(key, name, 1) for (key, _), name in zip(listed, names, strict=True)]
-        if rest := len(claims) - len(listed):
+        shown[index] = [(key, name, [c]) for (key, c), name in zip(listed, names, strict=True)]
+        if rest := [claim for _, claim in claims[len(listed) :]]:
             # A key no claim's identity can be: those have at least five fields.
-            shown[index].append((f"\0more\0{index}", f"+{rest} more claims", rest))
+            shown[index].append((f"\0more\0{index}", f"+{len(rest)} more claims", rest))
+            folded += len(rest)
     earlier = {
         key: previous[(index, name)]
         for index, entries in shown.items()
@@ -199,18 +204,22 @@ def process_lists(
     pid_of = pids.assign(
         keys | {key for entries in shown.values() for key, _, _ in entries}, earlier
     )
-    lists = {
-        index: [
-            _entry(
-                pid_of[key],
-                name,
-                n * share_mib(rec.readings[index].used_bytes, len(on_device[index])),
-            )
-            for key, name, n in entries
-        ]
-        for index, entries in sorted(shown.items())
-    }
-    folded = sum(n for entries in shown.values() for _, _, n in entries if n > 1)
+    lists: dict[int, list[ProcessEntry]] = {}
+    for index, entries in sorted(shown.items()):
+        share = share_mib(rec.readings[index].used_bytes, len(on_device[index]))
+        utils = (
+            iter(process_utilization([band_of(c) for _, c in on_device[index]]))
+            if band_of is not None
+            else None
+        )
+        lists[index] = []
+        for key, name, claims in entries:
+            entry = _entry(pid_of[key], name, share * len(claims))
+            if utils is not None:
+                taken = [next(utils) for _ in claims]
+                entry["sm_util"] = sum(sm for sm, _ in taken)
+                entry["mem_util"] = sum(mem for _, mem in taken)
+            lists[index].append(entry)
     return ProcessLists(lists, folded)
 
 

@@ -27,17 +27,22 @@ Devices without any memory block get no reading: upstream would publish 0/0
 and make the node report a total of 0, while no override keeps the base values.
 Claims on them still count as claims on a known device.
 The engine serves at most 8 devices, so higher indices are never published.
+
+A device's `power` and `thermal` blocks (its own, else device_defaults',
+wholesale as memory's) give its idle draw and temperature, and how far they
+may rise: `activity` reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
-from allocwatch import goscalars, goyaml
+from allocwatch import goscalars as go
+from allocwatch import goyaml
 
 DEFAULT_NUM_DEVICES = 8
 ENGINE_MAX_DEVICES = 8
@@ -47,6 +52,24 @@ MAX_EXACT_BYTES = 2**53
 
 class ProfileError(ValueError):
     """The profile cannot be used; the message says why."""
+
+
+class Power(NamedTuple):
+    """A device's power block, in mW; 0 where the profile gives no value."""
+
+    idle: int  # current_draw_mw
+    limit: int  # enforced_limit_mw, else default_limit_mw, else max_limit_mw
+    minimum: int  # min_limit_mw: the engine clamps a dynamic reading to it
+    maximum: int  # max_limit_mw, likewise
+
+
+class Thermal(NamedTuple):
+    """A device's thermal block, in °C; 0 where the profile gives no value."""
+
+    idle: int  # temperature_gpu_c
+    target: int  # target_temperature_c
+    slowdown: int  # slowdown_threshold_c
+    shutdown: int  # shutdown_threshold_c
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,8 @@ class Device:
     has_memory: bool = True
     # The minor number the engine reports, or None when the profile gives none.
     minor_number: int | None = None
+    power: Power | None = None  # None: no power block
+    thermal: Thermal | None = None  # None: no thermal block
 
     @property
     def dra_number(self) -> int:
@@ -66,96 +91,46 @@ class Device:
         return self.index if self.minor_number is None else self.minor_number
 
 
-def _value(fields: Mapping[str, Any], name: str, where: str) -> Any:
-    """The value of field `name`, whose key matches case-insensitively, as Go's does.
-
-    A field named twice (`memory:` and `Memory:`) Go decodes twice, layering
-    the two; allocwatch refuses it rather than model that layering.
-    """
-    lowered = name.lower()
-    keys = sorted(k for k in fields if isinstance(k, str) and k.lower() == lowered)
-    if len(keys) > 1:
-        raise ProfileError(
-            f"{where} is named twice ({', '.join(keys)}); allocwatch reads each field once"
-        )
-    return fields[keys[0]] if keys else None
-
-
-def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ProfileError(f"{where} must be a mapping, not {type(value).__name__}")
-    return value
-
-
-def _struct(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
-    return _mapping(_value(fields, name, where), where)
-
-
-def _pointer(fields: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any] | None:
-    """A pointer-to-struct field (`memory`): absent or null is nil."""
-    value = _value(fields, name, where)
-    return None if value is None else _mapping(value, where)
-
-
-def _scalar(
-    fields: Mapping[str, Any], name: str, where: str, convert: Callable[[Any, str], Any]
-) -> Any:
-    """A scalar field: it must decode; absent or null is None."""
-    value = _value(fields, name, where)
-    return None if value is None else convert(value, where)
-
-
-def _int(value: Any, where: str) -> int:
-    """A Go `int` field."""
-    number = goscalars.json_int(value)
-    if number is None or not goscalars.is_int64(number):
-        raise ProfileError(f"{where} must be an integer, not {value!r}")
-    return number
-
-
-def _unsigned(bits: int) -> Callable[[Any, str], int]:
-    def convert(value: Any, where: str) -> int:
-        number = goscalars.json_int(value)
-        if number is None or not 0 <= number < 2**bits:
-            raise ProfileError(f"{where} must be a non-negative integer, not {value!r}")
-        return number
-
-    return convert
-
-
-def _text(value: Any, where: str) -> str:
-    """A Go `string` field: sigs.k8s.io/yaml turns an int or bool into its text.
-
-    It would format a float (as a float32) or `!!binary` bytes too; allocwatch
-    refuses those, since a uuid written as a number is a mistake.
-    """
-    text = goscalars.go_text(value)
-    if text is None:
-        kind = "a number" if isinstance(value, float) else f"a {type(value).__name__}"
-        raise ProfileError(f"{where} must be text, not {kind}; quote it")
-    return text
-
-
 # MemoryConfig's fields: each one must decode, or the engine refuses the profile.
 MEMORY_FIELDS = {
-    "total_bytes": _unsigned(64),
-    "reserved_bytes": _unsigned(64),
-    "free_bytes": _unsigned(64),
-    "used_bytes": _unsigned(64),
-    "memory_bus_width": _unsigned(32),
+    "total_bytes": go.unsigned(64),
+    "reserved_bytes": go.unsigned(64),
+    "free_bytes": go.unsigned(64),
+    "used_bytes": go.unsigned(64),
+    "memory_bus_width": go.unsigned(32),
 }
+# PowerConfig's and ThermalConfig's fields that allocwatch reads; the engine
+# refuses the profile for a wrong type in these too.
+POWER_FIELDS = dict.fromkeys(
+    ("current_draw_mw", "enforced_limit_mw", "default_limit_mw", "min_limit_mw", "max_limit_mw"),
+    go.unsigned(32),
+)
+THERMAL_FIELDS = dict.fromkeys(
+    ("temperature_gpu_c", "target_temperature_c", "slowdown_threshold_c", "shutdown_threshold_c"),
+    go.int_field,
+)
 
 
 def _memory(block: Mapping[str, Any] | None, where: str) -> tuple[int, int] | None:
-    if block is None:
-        return None
-    fields = {
-        name: _scalar(block, name, f"{where}.{name}", convert) or 0
-        for name, convert in MEMORY_FIELDS.items()
-    }
-    return fields["total_bytes"], fields["reserved_bytes"]
+    memory = go.fields(block, MEMORY_FIELDS, where)
+    return None if memory is None else (memory["total_bytes"], memory["reserved_bytes"])
+
+
+def _blocks(entry: Mapping[str, Any], where: str) -> tuple[Power | None, Thermal | None]:
+    """An entry's (or device_defaults') power and thermal blocks."""
+    power = go.fields(go.pointer(entry, "power", f"{where}.power"), POWER_FIELDS, f"{where}.power")
+    thermal = go.fields(
+        go.pointer(entry, "thermal", f"{where}.thermal"), THERMAL_FIELDS, f"{where}.thermal"
+    )
+    limit = power and (
+        power["enforced_limit_mw"] or power["default_limit_mw"] or power["max_limit_mw"]
+    )
+    return (
+        None
+        if power is None
+        else Power(power["current_draw_mw"], limit, power["min_limit_mw"], power["max_limit_mw"]),
+        None if thermal is None else Thermal(*thermal.values()),
+    )
 
 
 def parse_profile(text: str) -> list[Device]:
@@ -170,38 +145,49 @@ def parse_profile(text: str) -> list[Device]:
         raise ProfileError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ProfileError(f"not valid YAML: {exc}") from exc
-    root = _mapping(doc, "the profile")
-    if not _scalar(root, "version", "version", _text):
+    try:
+        return _devices(doc)
+    except go.FieldError as exc:
+        raise ProfileError(str(exc)) from None
+
+
+def _devices(doc: Any) -> list[Device]:
+    root = go.mapping(doc, "the profile")
+    if not go.scalar(root, "version", "version", go.text):
         raise ProfileError("`version` is required")
-    system = _struct(root, "system", "system")
-    if not _scalar(system, "driver_version", "system.driver_version", _text):
+    system = go.struct(root, "system", "system")
+    if not go.scalar(system, "driver_version", "system.driver_version", go.text):
         raise ProfileError("`system.driver_version` is required")
 
-    entries = _value(root, "devices", "devices")
+    entries = go.field(root, "devices", "devices")
     if entries is not None and not isinstance(entries, list):
         raise ProfileError("`devices` must be a list")
     entries = entries or []
     by_index: dict[int, tuple[str, tuple[int, int] | None, str]] = {}
+    blocks: dict[int, tuple[Power | None, Thermal | None]] = {}
     minors: dict[int, int | None] = {}
     for pos, raw in enumerate(entries):
-        entry = _mapping(raw, f"devices[{pos}]")
-        index = _scalar(entry, "index", f"devices[{pos}].index", _int) or 0
+        entry = go.mapping(raw, f"devices[{pos}]")
+        index = go.scalar(entry, "index", f"devices[{pos}].index", go.int_field) or 0
         if index in by_index:
             raise ProfileError(f"devices[{pos}].index {index} is not unique")
-        uuid = _scalar(entry, "uuid", f"devices[{pos}].uuid", _text) or ""
+        uuid = go.scalar(entry, "uuid", f"devices[{pos}].uuid", go.text) or ""
         where = f"devices[{pos}].memory"
-        memory = _memory(_pointer(entry, "memory", where), where)
+        memory = _memory(go.pointer(entry, "memory", where), where)
         by_index[index] = (uuid, memory, where)
-        minors[index] = _scalar(entry, "minor_number", f"devices[{pos}].minor_number", _int)
+        blocks[index] = _blocks(entry, f"devices[{pos}]")
+        where = f"devices[{pos}].minor_number"
+        minors[index] = go.scalar(entry, "minor_number", where, go.int_field)
 
     count = len(entries) or DEFAULT_NUM_DEVICES
-    num_devices = _scalar(system, "num_devices", "system.num_devices", _int) or 0
+    num_devices = go.scalar(system, "num_devices", "system.num_devices", go.int_field) or 0
     if num_devices > 0:
         count = num_devices
 
-    defaults = _struct(root, "device_defaults", "device_defaults")
+    defaults = go.struct(root, "device_defaults", "device_defaults")
     where = "device_defaults.memory"
-    default_memory = _memory(_pointer(defaults, "memory", where), where)
+    default_memory = _memory(go.pointer(defaults, "memory", where), where)
+    default_power, default_thermal = _blocks(defaults, "device_defaults")
 
     gives_minors = any(minor is not None for minor in minors.values())
     devices = []
@@ -210,17 +196,16 @@ def parse_profile(text: str) -> list[Device]:
         minor = None
         if gives_minors:
             minor = (minors[i] or 0) if i in minors else i
+        power, thermal = blocks.get(i, (None, None))
+        power, thermal = power or default_power, thermal or default_thermal
         if memory is None:
             memory, where = default_memory, "device_defaults.memory"
-        if memory is None:
-            devices.append(Device(i, uuid, 0, 0, has_memory=False, minor_number=minor))
-            continue
-        total, reserved = memory
+        total, reserved = memory or (0, 0)
         if total - reserved > MAX_EXACT_BYTES:
             raise ProfileError(
                 f"device {i}: {where} leaves {total - reserved} bytes usable, more than "
                 "2^53; the engine reads published byte counts as float64, which cannot "
                 "hold that exactly"
             )
-        devices.append(Device(i, uuid, total, reserved, minor_number=minor))
+        devices.append(Device(i, uuid, total, reserved, memory is not None, minor, power, thermal))
     return devices

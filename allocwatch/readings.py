@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from allocwatch.activity import DEFAULT_BUSY, Activity, Band, activity
 from allocwatch.claims import Claim
 from allocwatch.processes import PidTable, ProcessEntry, ProcessLists, process_lists
 from allocwatch.profile import Device
@@ -20,6 +21,8 @@ from allocwatch.reconcile import MemoryReading, Reconciliation, reconcile
 class Settings:
     fraction: float = 0.5  # of a GPU's usable memory, per claim
     processes: bool = True  # publish each claim as an NVML process
+    activity: bool = True  # publish utilization, power and temperature
+    busy: Band = DEFAULT_BUSY  # a claim's utilization band
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class DeviceReading:
 
     memory: MemoryReading
     processes: list[ProcessEntry]  # [] when nothing holds the device
+    activity: Activity | None = None  # None: activity is not published
 
 
 @dataclass(frozen=True)
@@ -46,11 +50,26 @@ def read(
 ) -> Readings:
     """`previous_pids`: each (device, process name) the document showed before a restart."""
     rec = reconcile(devices, claims, settings.fraction)
-    lists = process_lists(rec, pids, previous_pids) if settings.processes else ProcessLists({}, 0)
+
+    def band_of(claim: Claim) -> Band:
+        return settings.busy
+
+    lists = (
+        process_lists(rec, pids, previous_pids, band_of if settings.activity else None)
+        if settings.processes
+        else ProcessLists({}, 0)
+    )
+    by_index = {device.index: device for device in devices}
     return Readings(
         rec,
         {
-            index: DeviceReading(memory, lists.lists.get(index, []))
+            index: DeviceReading(
+                memory,
+                lists.lists.get(index, []),
+                activity(by_index[index], [band_of(c) for c in rec.claims_on[index]])
+                if settings.activity
+                else None,
+            )
             for index, memory in rec.readings.items()
         },
         lists.folded,

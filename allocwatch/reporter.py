@@ -29,6 +29,7 @@ class Reporter:
         # (index, uuid, has_memory) of the devices the gauges show
         self._series: list[tuple[int, str, bool]] = []
         self._unknown_ids: list[str] = []
+        self._left: dict[str, str] = {}  # "device <i> <surface>" -> why it is left alone
         self._last_problem: str | None = None
 
     def poll_took(self, seconds: float) -> None:
@@ -64,6 +65,7 @@ class Reporter:
         self._devices(
             devices, rec.readings, rec.claims_per_device, rec.dra_claims_per_device, wrote
         )
+        self._activity_left(readings)
         self.metrics.unknown_ids.set(len(rec.unknown_ids))
         unknown = sorted(set(rec.unknown_ids))
         if unknown != self._unknown_ids:  # once per change, like the readings
@@ -76,6 +78,20 @@ class Reporter:
         if self._last_problem is not None:
             log.info("recovered: publishing again")
             self._last_problem = None
+
+    def _activity_left(self, readings: Readings) -> None:
+        """What the profile cannot give is said once, when it changes."""
+        left = {
+            f"device {index} {surface}": why
+            for index, reading in sorted(readings.devices.items())
+            if reading.activity is not None
+            for surface, why in reading.activity.left.items()
+        }
+        if left != self._left:
+            for what, why in left.items():
+                if self._left.get(what) != why:
+                    log.info("%s: left alone (the profile has %s)", what, why)
+            self._left = left
 
     def _devices(
         self,

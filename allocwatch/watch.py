@@ -6,9 +6,19 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from allocwatch.activity import DEFAULT_BUSY, Band
 from allocwatch.claims import Claim, Lister, ListError
 from allocwatch.metrics import Metrics, PollOutcome
-from allocwatch.ownedkeys import MEMORY, PROCESSES, Publication, process_pids, publication
+from allocwatch.ownedkeys import (
+    ABSENT,
+    ACTIVITY,
+    MEMORY,
+    PROCESSES,
+    Publication,
+    process_pids,
+    publication,
+    withdrawal,
+)
 from allocwatch.processes import PidTable
 from allocwatch.profile import Device
 from allocwatch.profilesource import ProfileSource
@@ -34,6 +44,8 @@ class Watcher:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         processes: bool = True,
+        activity: bool = True,
+        busy: Band = DEFAULT_BUSY,
     ) -> None:
         self.lister = lister
         self.profile = profile
@@ -42,18 +54,23 @@ class Watcher:
         self.metrics = metrics or Metrics()
         self.reporter = Reporter(self.metrics, publisher.path)
         self.clock = clock
-        self.settings = Settings(fraction=fraction, processes=processes)
-        self.surfaces = (MEMORY, PROCESSES) if processes else (MEMORY,)
+        self.settings = Settings(fraction, processes, activity, busy)
+        self.surfaces = (
+            *MEMORY,
+            *((PROCESSES,) if processes else ()),
+            *(ACTIVITY if activity else ()),
+        )
         self._pids = PidTable()
         # What the document showed of our processes when this run began.
         self._previous_pids: dict[tuple[int, str], int] | None = None
         self._last_success: float | None = None
-        self._published: frozenset[int] = frozenset()
+        # What the last successful poll published: the keys this run owns now.
+        self._published: Publication = {}
         # The last poll's inputs and what came of them: an unchanged List
         # and profile (an idle node) cost a comparison, not a recomputation
         # whose cost grows with the claims.
         self._last: tuple[object, object, Readings] | None = None
-        self._last_wanted: tuple[Readings, frozenset[int], Publication] | None = None
+        self._last_wanted: tuple[Readings, Publication, Publication] | None = None
 
     def poll(self, stop: Shutdown | None = None) -> PollOutcome:
         started = time.perf_counter()
@@ -88,7 +105,7 @@ class Watcher:
             if stop is None or not stop.is_set():  # else: abandoned for shutdown
                 self.reporter.problem(f"publish: {exc} (retrying every poll)")
             return PollOutcome.PUBLISH_ERROR
-        self._published = frozenset(readings.devices)
+        self._published = wanted
         self._last_success = self.clock()
         self.reporter.published(devices, readings, result.wrote)
         return PollOutcome.OK
@@ -102,11 +119,15 @@ class Watcher:
         return readings
 
     def _wanted(self, readings: Readings) -> Publication:
-        """Our keys for `readings`, and gone from devices published before and not now."""
+        """Our keys for `readings`; any other key we published last is removed."""
         last = self._last_wanted
-        if last is not None and last[0] is readings and last[1] == self._published:
+        if last is not None and last[0] is readings and last[1] is self._published:
             return last[2]
-        wanted = publication(readings.devices, self.surfaces, withdrawn=self._published)
+        wanted = publication(readings.devices, self.surfaces)
+        for index, keys in self._published.items():
+            gone = {key: ABSENT for key in keys if key not in wanted.get(index, {})}
+            if gone:
+                wanted[index] = {**wanted.get(index, {}), **gone}
         self._last_wanted = (readings, self._published, wanted)
         return wanted
 
@@ -140,7 +161,7 @@ class Watcher:
         if not self._published:
             return True
         try:
-            wanted = publication({}, self.surfaces, withdrawn=self._published)
+            wanted = withdrawal(self._published, list(self._published))
             result = self.publisher.publish(wanted, Deadline(timeout))
         except PublishError as exc:
             log.error("on exit: could not remove readings: %s", exc)
@@ -155,7 +176,7 @@ class Watcher:
             return False
         if result.wrote:
             log.info("on exit: removed memory readings from %s", self.publisher.path)
-        self._published = frozenset()
+        self._published = {}
         return True
 
     def ready(self) -> tuple[bool, str]:

@@ -18,6 +18,9 @@ import yaml
 KeyPath = tuple[str, ...]
 MEMORY: tuple[KeyPath, ...] = (("memory", "used_bytes"), ("memory", "free_bytes"))
 PROCESSES: tuple[KeyPath, ...] = (("processes",),)
+ACTIVITY: tuple[KeyPath, ...] = tuple(
+    ("dynamic_metrics", name) for name in ("utilization", "power", "temperature")
+)
 
 
 def load(path: Path) -> dict[str, Any]:

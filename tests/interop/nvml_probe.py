@@ -16,6 +16,11 @@ nvmlSystemGetProcessName with go-nvml's 256-byte buffer. pynvml's own wrapper
 first asks for the count alone (no buffer); the mock answers that with
 SUCCESS where real NVML answers INSUFFICIENT_SIZE, and pynvml takes SUCCESS
 for "no processes". What the wrapper returns is reported beside, as "pynvml".
+
+The line `activity` is answered with each device's utilization, power draw
+and temperature, and its processes' utilization samples:
+{"activity": [{"gpu", "memory", "power_mw", "temperature_c",
+"processes": [{pid, sm, mem}, ...]}, ...]}.
 """
 
 from __future__ import annotations
@@ -80,6 +85,39 @@ def processes(count: int) -> dict[str, Any]:
     return {"processes": per_device, "pynvml": wrapper}
 
 
+def process_samples(handle: Any) -> list[Any]:
+    """nvmlDeviceGetProcessUtilization with a sized buffer: pynvml's wrapper asks for
+    the count alone first, and takes the mock's SUCCESS for none as an error."""
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetProcessUtilization")
+    n = ctypes.c_uint(SIZED_BUFFER)
+    buffer = (pynvml.c_nvmlProcessUtilizationSample_t * SIZED_BUFFER)()
+    pynvml._nvmlCheckReturn(fn(handle, buffer, ctypes.byref(n), ctypes.c_ulonglong(0)))
+    return list(buffer[: n.value])
+
+
+def activity(count: int) -> dict[str, Any]:
+    out = []
+    for i in range(count):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+        rates = pynvml.nvmlDeviceGetUtilizationRates(handle)
+        samples = process_samples(handle)
+        out.append(
+            {
+                "gpu": rates.gpu,
+                "memory": rates.memory,
+                "power_mw": pynvml.nvmlDeviceGetPowerUsage(handle),
+                "temperature_c": pynvml.nvmlDeviceGetTemperature(
+                    handle, pynvml.NVML_TEMPERATURE_GPU
+                ),
+                "processes": [{"pid": s.pid, "sm": s.smUtil, "mem": s.memUtil} for s in samples],
+            }
+        )
+    return {"activity": out}
+
+
+ANSWERS = {"processes": processes, "activity": activity}
+
+
 def main() -> None:
     try:
         pynvml.nvmlInit()
@@ -90,7 +128,7 @@ def main() -> None:
     print(json.dumps({"ready": count}), flush=True)
     for line in sys.stdin:
         try:
-            out = processes(count) if line.strip() == "processes" else snapshot(count)
+            out = ANSWERS.get(line.strip(), snapshot)(count)
         except pynvml.NVMLError as exc:
             out = {"error": str(exc)}
         print(json.dumps(out), flush=True)

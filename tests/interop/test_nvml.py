@@ -84,6 +84,16 @@ class Probe:
         assert "error" not in out, f"NVML error: {out['error']}"
         return out
 
+    def read_activity(self) -> list[dict[str, Any]]:
+        """Each device's utilization, power, temperature and process samples (nvml_probe)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("activity\n")
+        self.proc.stdin.flush()
+        out = self._line()
+        assert "error" not in out, f"NVML error: {out['error']}"
+        activity: list[dict[str, Any]] = out["activity"]
+        return activity
+
     def close(self) -> None:
         if self.proc.stdin:
             self.proc.stdin.close()

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from devtools.documents import load, memory, processes, same, without_processes
+from devtools.documents import ACTIVITY, PROCESSES, load, memory, processes, same, without
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import Ctl, Upstream, allocwatch_once
 from devtools.waiting import wait_until
@@ -109,12 +109,13 @@ def test_same_where_upstream_is_right(
     # Drop-in: on upstream's own file, with the same state, we find nothing to change
     # (upstream publishes no processes, so neither do we for this comparison).
     before = (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes())
-    allocwatch_once(kubelet, config, theirs, "--no-processes")
+    allocwatch_once(kubelet, config, theirs, "--no-processes", "--no-activity")
     assert (theirs.stat().st_ino, theirs.stat().st_mtime_ns, theirs.read_bytes()) == before
-    # By default the only change is a `processes` list on each claimed device.
+    # By default the only changes are a `processes` list on each claimed device,
+    # and every device's utilization, power and temperature.
     upstream_doc = load(theirs)
     allocwatch_once(kubelet, config, theirs)
-    assert same(without_processes(load(theirs)), upstream_doc)
+    assert same(without(load(theirs), PROCESSES + ACTIVITY), upstream_doc)
     assert sorted(processes(load(theirs))) == ["0", "1", "2", "3", "4"]
 
 

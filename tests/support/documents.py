@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from allocwatch.ownedkeys import (
-    MEMORY,
-    PROCESSES,
-    DeviceReading,
-    Publication,
-    publication,
-)
+from allocwatch.ownedkeys import ABSENT, MEMORY, PROCESSES, Publication, Surface, publication
+from allocwatch.readings import DeviceReading
 from allocwatch.reconcile import MemoryReading
+
+
+def _removed(surfaces: Sequence[Surface], indices: Iterable[int]) -> dict[int, dict[Any, Any]]:
+    return {index: {surface.key: ABSENT for surface in surfaces} for index in indices}
 
 
 def wanted(
@@ -26,15 +25,14 @@ def wanted(
     that list, and every other device of `readings` or `remove` loses its
     `processes` key.
     """
-    surfaces = (MEMORY,) if processes is None else (MEMORY, PROCESSES)
+    surfaces = (*MEMORY,) if processes is None else (*MEMORY, PROCESSES)
     lists = processes or {}
-    return publication(
-        {i: DeviceReading(r, list(lists.get(i, []))) for i, r in readings.items()},
-        surfaces,
-        withdrawn=remove,
+    out = publication(
+        {i: DeviceReading(r, list(lists.get(i, []))) for i, r in readings.items()}, surfaces
     )
+    return {**_removed(surfaces, [i for i in remove if i not in out]), **out}
 
 
 def withdrawal(indices: Iterable[int], processes: bool = False) -> Publication:
     """Our keys removed from `indices` (`processes` too, when ours)."""
-    return publication({}, (MEMORY, PROCESSES) if processes else (MEMORY,), withdrawn=indices)
+    return _removed((*MEMORY, PROCESSES) if processes else MEMORY, indices)

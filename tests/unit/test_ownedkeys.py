@@ -11,6 +11,7 @@ import pytest
 from allocwatch.document import parse_document
 from allocwatch.ownedkeys import ABSENT, Publication, apply, holds
 from allocwatch.reconcile import MemoryReading
+from allocwatch.render import render_document
 from tests.support.documents import wanted, withdrawal
 
 R = MemoryReading
@@ -152,3 +153,124 @@ def test_holds_is_true_only_for_exactly_our_lists() -> None:
         other = merge_lists({}, {0: [{**ENTRY, **changed}]})
         assert not holds_lists(other, {0: [ENTRY]}, []), changed
     assert not holds_lists({"devices": {"0": {"processes": [ENTRY]}}}, {0: [ENTRY]}, [])
+
+
+# ---- pins: nvml-mock-ctl util|power|temp ------------------------------------------
+
+UTIL = ("dynamic_metrics", "utilization")
+POWER = ("dynamic_metrics", "power")
+TEMP = ("dynamic_metrics", "temperature")
+OUR_UTIL = {"pattern": "steady", "gpu_min": 70, "gpu_max": 90, "memory_min": 30, "memory_max": 60}
+OUR_POWER = {"base_mw": 334400, "variance_mw": 32800}
+OUR_TEMP = {"base_c": 73, "ramp_c": 0, "variance_c": 5}
+ACTIVE: Publication = {0: {UTIL: OUR_UTIL, POWER: OUR_POWER, TEMP: OUR_TEMP}}
+
+# What nvml-mock-ctl writes for each pin (mockctl/config_override.go)
+CTL_UTIL = {"utilization": {"gpu": 33, "memory": 33}, "dynamic_metrics": {"utilization": None}}
+CTL_TEMP = {
+    "thermal": {"temperature_gpu_c": 50},
+    "dynamic_metrics": {"temperature": {"base_c": 50, "ramp_c": 0, "variance_c": 0}},
+}
+CTL_POWER = {
+    "power": {"current_draw_mw": 99000},
+    "dynamic_metrics": {"power": {"base_mw": 99000, "variance_mw": 0}},
+}
+
+
+def ctl_merge(bucket: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """nvml-mock-ctl's mergeInto: maps merge, anything else replaces."""
+    out = copy.deepcopy(bucket)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = ctl_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("pin", "surface"), [(CTL_UTIL, UTIL), (CTL_TEMP, TEMP), (CTL_POWER, POWER)]
+)
+def test_a_device_pin_is_left_alone_and_the_other_surfaces_stay_ours(
+    pin: dict[str, Any], surface: tuple[str, ...]
+) -> None:
+    ours = apply({}, ACTIVE)
+    pinned = {**ours, "devices": {"0": ctl_merge(ours["devices"]["0"], pin)}}
+    assert holds(pinned, ACTIVE)  # nothing to write: the pin stays
+    after = apply(pinned, ACTIVE)
+    assert after == pinned
+    busier = {0: {**ACTIVE[0], surface: {"changed": 1}}}
+    after = apply(pinned, busier)  # claims changed: still not ours to touch
+    assert (
+        after["devices"]["0"]["dynamic_metrics"][surface[1]] == pin["dynamic_metrics"][surface[1]]
+    )
+    # and the other surfaces follow
+    other = next(k for k in (UTIL, POWER, TEMP) if k != surface)
+    moved = {0: {**ACTIVE[0], other: {"moved": 1}}}
+    assert apply(pinned, moved)["devices"]["0"]["dynamic_metrics"][other[1]] == {"moved": 1}
+
+
+@pytest.mark.parametrize(
+    ("pin", "surface"), [(CTL_UTIL, UTIL), (CTL_TEMP, TEMP), (CTL_POWER, POWER)]
+)
+def test_a_pin_for_all_makes_us_remove_our_key_so_it_shows_everywhere(
+    pin: dict[str, Any], surface: tuple[str, ...]
+) -> None:
+    ours = apply({}, ACTIVE)
+    pinned = {**ours, "all": copy.deepcopy(pin)}
+    assert not holds(pinned, ACTIVE)
+    after = apply(pinned, ACTIVE)
+    assert surface[1] not in after["devices"]["0"]["dynamic_metrics"]
+    assert after["all"] == pin
+    assert holds(after, ACTIVE)
+    # reset --gpu all deletes everything; the next poll takes the surface back
+    assert apply({}, ACTIVE) == ours
+
+
+def test_after_reset_of_the_device_the_next_publish_takes_the_surfaces_back() -> None:
+    pinned = apply({"devices": {"0": copy.deepcopy(CTL_TEMP)}}, ACTIVE)
+    assert (
+        pinned["devices"]["0"]["dynamic_metrics"]["temperature"]
+        == CTL_TEMP["dynamic_metrics"]["temperature"]
+    )
+    reset = {"version": 1}  # nvml-mock-ctl reset --gpu 0 deletes the device's entry
+    assert apply(reset, ACTIVE)["devices"]["0"]["dynamic_metrics"]["temperature"] == OUR_TEMP
+
+
+def test_keys_we_wrote_before_a_restart_are_ours_and_failure_fan_clocks_never_are() -> None:
+    before = {
+        "version": 1,
+        "devices": {
+            "0": {
+                "dynamic_metrics": {"utilization": {"gpu_min": 1, "gpu_max": 2}, "seed": 7},
+                "failure": {"mode": "lost"},
+                "fan": {"speed_percent": "60"},
+                "clocks": {"sm_current": 1000},
+            }
+        },
+    }
+    after = apply(before, ACTIVE)
+    bucket = after["devices"]["0"]
+    assert bucket["dynamic_metrics"] == {
+        "utilization": OUR_UTIL,
+        "power": OUR_POWER,
+        "temperature": OUR_TEMP,
+        "seed": 7,
+    }
+    assert {k: bucket[k] for k in ("failure", "fan", "clocks")} == {
+        k: before["devices"]["0"][k] for k in ("failure", "fan", "clocks")
+    }
+
+
+def test_removal_takes_only_what_is_ours_at_that_moment() -> None:
+    ours = apply({}, ACTIVE)
+    pinned = {**ours, "devices": {"0": ctl_merge(ours["devices"]["0"], CTL_TEMP)}}
+    gone = apply(pinned, {0: dict.fromkeys(ACTIVE[0], ABSENT)})
+    assert gone["devices"]["0"] == CTL_TEMP  # the pin, whole; our two others gone
+
+
+def test_an_idle_null_is_ours_and_read_back_as_such() -> None:
+    idle: Publication = {0: {POWER: None, TEMP: None}}
+    doc = apply({}, idle)
+    assert doc["devices"]["0"]["dynamic_metrics"] == {"power": None, "temperature": None}
+    assert holds(parse_document(render_document(doc)), idle)

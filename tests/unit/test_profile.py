@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from allocwatch import profilesource
-from allocwatch.profile import Device, ProfileError, parse_profile
+from allocwatch.profile import Device, Power, ProfileError, Thermal, parse_profile
 from allocwatch.profilesource import ProfileSource
 from tests.conftest import A100_UUIDS
 
@@ -20,7 +20,14 @@ HEADER = 'version: "1.0"\nsystem:\n  driver_version: "550.163.01"\n'
 
 def test_real_a100_profile(a100: list[Device]) -> None:
     assert len(a100) == 8
-    assert a100[0] == Device(0, A100_UUIDS[0], 42949672960, 611319808)
+    assert a100[0] == Device(
+        0,
+        A100_UUIDS[0],
+        42949672960,
+        611319808,
+        power=Power(idle=72000, limit=400000, minimum=100000, maximum=400000),
+        thermal=Thermal(idle=33, target=83, slowdown=87, shutdown=92),
+    )
     uuids = [d.uuid for d in a100]
     assert all(uuids) and len(set(uuids)) == 8
 
@@ -370,3 +377,43 @@ def test_a_minor_number_of_zero_counts_as_given() -> None:
 def test_a_minor_number_of_the_wrong_type_is_refused(value: str) -> None:
     with pytest.raises(ProfileError, match=r"devices\[0\]\.minor_number"):
         parse_profile(HEADER + f"devices:\n  - {{index: 0, minor_number: {value}}}\n")
+
+
+def test_a_devices_power_and_thermal_blocks_replace_the_defaults_wholesale() -> None:
+    devices = parse_profile(
+        HEADER
+        + "device_defaults:\n"
+        + "  memory: {total_bytes: 100}\n"
+        + "  power: {current_draw_mw: 10, enforced_limit_mw: 70,\n"
+        + "          min_limit_mw: 5, max_limit_mw: 80}\n"
+        + "  thermal: {temperature_gpu_c: 30, target_temperature_c: 80, slowdown_threshold_c: 90}\n"
+        + "devices:\n"
+        + "  - {index: 0, power: {current_draw_mw: 20, default_limit_mw: 60}}\n"
+        + "  - {index: 1, thermal: {temperature_gpu_c: 40}}\n"
+        + "  - {index: 2, power: {current_draw_mw: 20, max_limit_mw: 50}}\n"
+    )
+    assert devices[0].power == Power(idle=20, limit=60, minimum=0, maximum=0)
+    assert devices[0].thermal == Thermal(idle=30, target=80, slowdown=90, shutdown=0)
+    assert devices[1].power == Power(idle=10, limit=70, minimum=5, maximum=80)
+    assert devices[1].thermal == Thermal(idle=40, target=0, slowdown=0, shutdown=0)
+    assert devices[2].power == Power(idle=20, limit=50, minimum=0, maximum=50)  # max, if no other
+
+
+def test_no_power_or_thermal_block_is_none() -> None:
+    (device,) = parse_profile(HEADER + "devices: [{index: 0, memory: {total_bytes: 1}}]\n")
+    assert device.power is None and device.thermal is None
+
+
+@pytest.mark.parametrize(
+    ("block", "needle"),
+    [
+        ("power: {current_draw_mw: -1}", "device_defaults.power.current_draw_mw"),
+        ("power: {current_draw_mw: 4294967296}", "device_defaults.power.current_draw_mw"),
+        ("power: {max_limit_mw: lots}", "device_defaults.power.max_limit_mw"),
+        ("thermal: {temperature_gpu_c: 1.5}", "device_defaults.thermal.temperature_gpu_c"),
+        ("thermal: [30]", "device_defaults.thermal"),
+    ],
+)
+def test_a_power_or_thermal_field_the_engine_refuses_is_refused(block: str, needle: str) -> None:
+    with pytest.raises(ProfileError, match=re.escape(needle)):
+        parse_profile(HEADER + f"device_defaults: {{memory: {{total_bytes: 1}}, {block}}}\n")

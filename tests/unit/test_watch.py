@@ -18,6 +18,7 @@ from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.processes import MAX_PROCESSES_PER_DEVICE
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
+from allocwatch.render import render_document
 from allocwatch.shutdown import Shutdown
 from allocwatch.watch import Watcher
 from devtools.waiting import wait_until
@@ -32,7 +33,13 @@ PUBLISH_ERROR, NO_PROFILE = PollOutcome.PUBLISH_ERROR, PollOutcome.NO_PROFILE
 class Loop:
     """A Watcher on a stub Lister, a driver root's profile and its override file."""
 
-    def __init__(self, driver_root: Path, interval: float = 0.5, processes: bool = True) -> None:
+    def __init__(
+        self,
+        driver_root: Path,
+        interval: float = 0.5,
+        processes: bool = True,
+        activity: bool = True,
+    ) -> None:
         self.lister = StubLister()
         self.profile = driver_root / "config" / "config.yaml"
         self.overrides = driver_root / "config" / "overrides.yaml"
@@ -45,6 +52,7 @@ class Loop:
             interval=interval,
             metrics=self.metrics,
             processes=processes,
+            activity=activity,
         )
 
     def poll(self) -> PollOutcome:
@@ -604,3 +612,105 @@ def test_an_unchanged_list_and_profile_are_not_reconciled_again(
     loop.lister.set_claims(list(claims[:-1]))
     assert loop.poll() == OK
     assert len(calls) == 2
+
+
+# ---- activity ------------------------------------------------------------------------
+
+
+def dynamic(loop: Loop, index: int) -> dict:
+    return loop.document()["devices"][str(index)].get("dynamic_metrics", {})
+
+
+def test_activity_follows_the_claims_and_returns_to_idle(loop: Loop) -> None:
+    assert loop.poll() == OK
+    assert dynamic(loop, 2) == {
+        "utilization": {
+            "pattern": "idle",
+            "gpu_min": 0,
+            "gpu_max": 1,
+            "memory_min": 0,
+            "memory_max": 1,
+        },
+        "power": None,
+        "temperature": None,
+    }
+    loop.lister.set_claims([gpu_claim("ml", "a", A100_UUIDS[2])])
+    assert loop.poll() == OK
+    busy = dynamic(loop, 2)
+    assert busy["utilization"]["gpu_min"] == 70 and busy["utilization"]["gpu_max"] == 90
+    assert busy["power"] == {"base_mw": 334400, "variance_mw": 32800}
+    assert busy["temperature"] == {"base_c": 73, "ramp_c": 0, "variance_c": 5}
+    assert dynamic(loop, 1)["power"] is None  # the others idle
+    (entry,) = loop.document()["devices"]["2"]["processes"]
+    assert (entry["sm_util"], entry["mem_util"]) == (80, 45)
+    writes = loop.metric("allocwatch_writes_total")
+    for _ in range(5):
+        loop.poll()
+    assert loop.metric("allocwatch_writes_total") == writes  # the engine varies it, not us
+    loop.lister.set_claims(
+        [gpu_claim("ml", "a", A100_UUIDS[2] + "::0"), gpu_claim("ml", "b", A100_UUIDS[2] + "::1")]
+    )
+    loop.poll()
+    assert dynamic(loop, 2)["utilization"]["gpu_min"] == 91  # time-sliced: busier
+    loop.lister.set_claims([])
+    loop.poll()
+    assert (
+        dynamic(loop, 2)["power"] is None and dynamic(loop, 2)["utilization"]["pattern"] == "idle"
+    )
+    assert loop.watcher.remove_readings(timeout=1)
+    assert loop.document() == {"version": 1}
+
+
+def test_with_no_activity_nothing_of_it_is_ever_written(driver_root: Path) -> None:
+    loop = Loop(driver_root, activity=False)
+    loop.overrides.write_text("devices: {'2': {dynamic_metrics: {utilization: {gpu_min: 5}}}}\n")
+    loop.lister.set_claims([gpu_claim("ml", "a", A100_UUIDS[2])])
+    assert loop.poll() == OK
+    assert dynamic(loop, 2) == {"utilization": {"gpu_min": 5}}
+    assert all(
+        "dynamic_metrics" not in b for i, b in loop.document()["devices"].items() if i != "2"
+    )
+    assert "sm_util" not in loop.document()["devices"]["2"]["processes"][0]
+    assert loop.watcher.remove_readings(timeout=1)
+    assert loop.document()["devices"] == {"2": {"dynamic_metrics": {"utilization": {"gpu_min": 5}}}}
+
+
+def test_a_pin_holds_through_claims_and_the_surface_comes_back_after_reset(loop: Loop) -> None:
+    loop.lister.set_claims([gpu_claim("ml", "a", A100_UUIDS[3])])
+    loop.poll()
+    doc = loop.document()
+    bucket = doc["devices"]["3"]
+    bucket["thermal"] = {"temperature_gpu_c": 50}  # nvml-mock-ctl temp --gpu 3 50
+    bucket["dynamic_metrics"]["temperature"] = {"base_c": 50, "ramp_c": 0, "variance_c": 0}
+    doc["all"] = {"utilization": {"gpu": 5, "memory": 5}, "dynamic_metrics": {"utilization": None}}
+    loop.overrides.write_text(render_document(doc))  # and nvml-mock-ctl util --gpu all 5
+    for claims in (
+        [],
+        [gpu_claim("ml", "b", A100_UUIDS[3])],
+        [gpu_claim("ml", "c", A100_UUIDS[4])],
+    ):
+        loop.lister.set_claims(claims)
+        assert loop.poll() == OK
+        got = loop.document()
+        assert got["devices"]["3"]["dynamic_metrics"]["temperature"]["base_c"] == 50
+        assert all("utilization" not in dynamic(loop, i) for i in range(8))  # all's shows
+    del got["all"], got["devices"]["3"]  # nvml-mock-ctl reset --gpu all... then --gpu 3
+    loop.overrides.write_text(render_document(got))
+    assert loop.poll() == OK
+    assert dynamic(loop, 4)["temperature"]["base_c"] == 73 and dynamic(loop, 4)["utilization"]
+    assert dynamic(loop, 3)["temperature"] is None
+
+
+def test_a_profile_without_power_leaves_it_alone_and_says_so_once(
+    loop: Loop, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    text = loop.profile.read_text()
+    start, end = text.index("  power:"), text.index("  thermal:")
+    loop.profile.write_text(text[:start] + text[end:])
+    loop.overrides.write_text("devices: {'1': {dynamic_metrics: {power: {base_mw: 5}}}}\n")
+    for claims in ([], [gpu_claim("ml", "a", A100_UUIDS[1])], []):
+        loop.lister.set_claims(claims)
+        assert loop.poll() == OK
+        assert dynamic(loop, 1)["power"] == {"base_mw": 5}
+    assert caplog.text.count("device 1 power: left alone (the profile has no power block)") == 1
