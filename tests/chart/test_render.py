@@ -64,6 +64,7 @@ def test_default_args(helm: Helm) -> None:
         "--metrics-address=:9477",
         "--log-format=text",
         "--log-level=info",
+        "--busy-utilization=70-90",
     ]
 
 
@@ -154,6 +155,7 @@ def test_custom_root_resources_and_flags(helm: Helm) -> None:
         "--log-format=json",
         "--log-level=debug",
         "--keep-readings-on-exit",
+        "--busy-utilization=70-90",
         "--dial-timeout=30s",
     ]
     assert {"name": "TZ", "value": "UTC"} in c["env"]

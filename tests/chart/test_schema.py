@@ -118,7 +118,7 @@ def test_schema_accepts(helm: Helm, values: dict[str, Any]) -> None:
 
 # (values, whether the schema takes them, whether the watcher's flag takes what the
 # chart renders of them). They differ only where one schema line cannot say it:
-# a duration's range when written as text.
+# a duration's range when written as text, and a band's order.
 BOUNDARIES: list[tuple[dict[str, Any], bool, bool]] = [
     ({"usedFractionPerClaim": 0}, False, False),
     ({"usedFractionPerClaim": -0.1}, False, False),
@@ -163,6 +163,14 @@ BOUNDARIES: list[tuple[dict[str, Any], bool, bool]] = [
     ({"draDrivers": ["gpu.example.com"]}, True, True),
     ({"draDrivers": ["gpu.example.com/x"]}, False, False),
     ({"draDrivers": [""]}, False, False),
+    ({"activity": {"busyUtilization": "0"}}, True, True),
+    ({"activity": {"busyUtilization": "100"}}, True, True),
+    ({"activity": {"busyUtilization": "101"}}, False, False),
+    ({"activity": {"busyUtilization": "60-90"}}, True, True),
+    ({"activity": {"busyUtilization": "90-60"}}, True, False),  # a band upside down: the watcher's
+    ({"activity": {"busyUtilization": "-5"}}, False, False),
+    ({"activity": {"busyUtilization": 100}}, True, True),
+    ({"activity": {"busyUtilization": 101}}, False, False),
 ]
 
 
