@@ -136,17 +136,15 @@ def _underivable(device: Device) -> dict[str, str]:
 
 def process_utilization(bands: Sequence[Band]) -> list[tuple[int, int]]:
     """(sm_util, mem_util) of each claim: its share of its GPU's mid-band
-    utilization, in proportion to its own band, so they add up to at most that."""
+    utilization, in proportion to its own band, so they add up to at most that.
+    In integers, so the shares are exactly as documented."""
     gpu = combined(bands)
     memory = memory_band(gpu)
-    weights = [_mid(band) for band in bands]
-    total = sum(weights)
+    weights = [band.lo + band.hi for band in bands]
+    total = 2 * sum(weights)
     if not total:
         return [(0, 0)] * len(bands)
     return [
-        (
-            math.floor(100 * _mid(gpu) * weight / total),
-            math.floor(100 * _mid(memory) * weight / total),
-        )
+        ((gpu.lo + gpu.hi) * weight // total, (memory.lo + memory.hi) * weight // total)
         for weight in weights
     ]

@@ -45,12 +45,21 @@ def document(
     found: Mapping[str, Any],
     processes: Processes | None = None,
 ) -> dict[str, Any]:
-    """The whole file: what was there before, both writers' keys, nothing else."""
+    """The whole file: what was there before, both writers' keys, nothing else.
+
+    THERMAL's temperature is what `nvml-mock-ctl temp` pins: our temperature
+    stays off every device, our utilization and power do not.
+    """
     processes = processes or {}
+    activity = expect.activity(claims)
     ours = {
         "all": {"performance_state": state},
         "devices": {
-            index: {"thermal": THERMAL, "memory": memory}
+            index: {
+                "thermal": THERMAL,
+                "memory": memory,
+                "dynamic_metrics": {k: v for k, v in activity[index].items() if k != "temperature"},
+            }
             | ({"processes": processes[index]} if index in processes else {})
             for index, memory in expect.readings(claims).items()
         },

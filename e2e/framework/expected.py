@@ -17,10 +17,11 @@ from typing import Any
 
 from allocwatch.document import FILE_MODE
 from allocwatch.profile import Device
-from devtools.documents import MEMORY, memory, processes, without
+from devtools.documents import ACTIVITY, MEMORY, PROCESSES, memory, processes, without
 
 Readings = dict[str, dict[str, int]]
 Processes = dict[str, list[dict[str, Any]]]
+Activity = dict[str, dict[str, Any]]  # "<index>" -> {"utilization": ..., "power": ..., ...}
 
 # The documented pid derivation (allocwatch.processes), written out again here.
 PID_BASE, PID_SPAN = 10_000_000, 90_000_000
@@ -77,9 +78,11 @@ class Expectation:
         )
         counts = self.claims_for([claim[4] for claim in claims])
         used = self.readings(counts)
+        activity = self.activity(counts)
         out: Processes = {}
         for claim in claims:
             index = self.index_of(claim[4])
+            util = activity[str(index)]["utilization"]
             digest = hashlib.blake2b("\0".join(claim).encode(), digest_size=8).digest()
             out.setdefault(str(index), []).append(
                 {
@@ -87,8 +90,46 @@ class Expectation:
                     "type": "C",
                     "name": f"{namespace}/{claim[1]}/{container}"[:255],
                     "used_memory_mib": used[str(index)]["used_bytes"] // counts[index] // MIB,
+                    # an equal share of the GPU's mid-band utilization each
+                    "sm_util": (util["gpu_min"] + util["gpu_max"]) // (2 * counts[index]),
+                    "mem_util": (util["memory_min"] + util["memory_max"]) // (2 * counts[index]),
                 }
             )
+        return out
+
+    def activity(self, claims: Mapping[int, int] | None = None) -> Activity:
+        """{"<index>": its dynamic_metrics blocks} for every device with memory, each
+        claim at the default busy band: the documented rules, worked out here again."""
+        claims = claims or {}
+        out: Activity = {}
+        for device in self.devices:
+            if not device.has_memory:
+                continue
+            n = claims.get(device.index, 0)
+            lo, hi = round(100 * (1 - 0.3**n)), round(100 * (1 - 0.1**n))  # 70-90 each
+            if hi == 0:
+                blocks: dict[str, Any] = {
+                    "utilization": {"pattern": "idle", "gpu_min": 0, "gpu_max": 1,
+                                    "memory_min": 0, "memory_max": 1},
+                    "power": None,
+                    "temperature": None,
+                }  # fmt: skip
+            else:
+                mid, half = (lo + hi) / 200, (hi - lo) / 200
+                power, thermal = device.power, device.thermal
+                assert power is not None and thermal is not None, "the e2e profile gives both"
+                span = power.limit - power.idle
+                base = min(max(round(power.idle + mid * span), power.minimum), power.maximum)
+                t_span = thermal.target - thermal.idle
+                t_base = min(round(thermal.idle + mid * t_span), thermal.slowdown - 1)
+                t_var = min(round(half * t_span), thermal.slowdown - 1 - t_base)
+                blocks = {
+                    "utilization": {"pattern": "steady", "gpu_min": lo, "gpu_max": hi,
+                                    "memory_min": lo * 3 // 7, "memory_max": -(-hi * 2 // 3)},
+                    "power": {"base_mw": base, "variance_mw": round(half * span)},
+                    "temperature": {"base_c": t_base, "ramp_c": 0, "variance_c": t_var},
+                }  # fmt: skip
+            out[str(device.index)] = blocks
         return out
 
     def claims_for(self, uuids: Sequence[str]) -> dict[int, int]:
@@ -104,6 +145,17 @@ def memory_readings(document: Mapping[str, object] | None) -> Readings | None:
     return None if document is None else memory(document)
 
 
+def activity_blocks(document: Mapping[str, object] | None) -> Activity:
+    """The activity blocks of an overrides document, keyed by device index string."""
+    return {
+        index: {k[-1]: blocks[k[-1]] for k in ACTIVITY if k[-1] in blocks}
+        for index, bucket in without(document, []).get("devices", {}).items()
+        if isinstance(bucket, dict)
+        and (blocks := bucket.get("dynamic_metrics") or {})
+        and any(k[-1] in blocks for k in ACTIVITY)
+    }
+
+
 def process_lists(document: Mapping[str, object] | None) -> Processes:
     """The `processes` lists of an overrides document, keyed by device index string."""
     return processes(document)
@@ -112,10 +164,10 @@ def process_lists(document: Mapping[str, object] | None) -> Processes:
 def without_readings(
     document: Mapping[str, Any] | None, published: Iterable[str]
 ) -> dict[str, Any]:
-    """The document less the two memory keys allocwatch publishes for the devices
-    `published` ("<index>"), and any map left empty by that, as its exit leaves
-    it. Another device's memory keys are someone else's."""
-    return without(document, MEMORY, devices={str(index) for index in published})
+    """The document less the keys allocwatch publishes for the devices `published`
+    ("<index>"), and any map left empty by that, as its exit leaves it. Another
+    device's are someone else's."""
+    return without(document, MEMORY + PROCESSES + ACTIVITY, devices={str(i) for i in published})
 
 
 def merged(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

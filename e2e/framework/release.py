@@ -14,7 +14,14 @@ from devtools.waiting import wait_until
 
 from . import timings
 from .diagnostics import Section
-from .expected import Processes, Readings, memory_readings, process_lists
+from .expected import (
+    Activity,
+    Processes,
+    Readings,
+    activity_blocks,
+    memory_readings,
+    process_lists,
+)
 from .helm import Helm
 from .kubectl import KubectlError
 from .nodefiles import NodeFiles, script
@@ -107,6 +114,20 @@ class AllocwatchRelease:
 
         (found,) = wait_until(
             matches, timeout, f"{what}: processes {expected}", diagnostics=self.pods.diagnostics
+        )
+        timings.note(what, time.monotonic() - start)
+        return found
+
+    def wait_activity(self, expected: Activity, timeout: float, what: str) -> Activity:
+        """Poll the document until its activity blocks equal `expected` (exactly)."""
+        start = time.monotonic()
+
+        def matches() -> Activity | None:
+            current = activity_blocks(self.read_document()[1])
+            return current if current == expected else None
+
+        found = wait_until(
+            matches, timeout, f"{what}: activity {expected}", diagnostics=self.pods.diagnostics
         )
         timings.note(what, time.monotonic() - start)
         return found
