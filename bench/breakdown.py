@@ -25,7 +25,7 @@ from allocwatch.podresources import PodResourcesClient
 from allocwatch.profilesource import ProfileSource, load_devices
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.watch import Watcher
-from bench.watcher import NODE_PODS, PROFILE, background_pods, replica_pods
+from bench.watcher import NODE_PODS, PROFILE, REPLICAS, background_pods, replica_pods
 from devtools.podresources import FakePodResourcesLister
 
 WHOLE = "whole poll"
@@ -70,7 +70,7 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
         config.mkdir(parents=True)
         shutil.copy(PROFILE, config / "config.yaml")
         devices = load_devices(PROFILE)
-        gpu_pods = replica_pods(devices)
+        gpu_pods = replica_pods(devices, REPLICAS)
         base = background_pods(NODE_PODS - len(gpu_pods))
         with FakePodResourcesLister(tmp / "k.sock") as kubelet:
             kubelet.set_pods(base + gpu_pods)

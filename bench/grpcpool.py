@@ -65,7 +65,7 @@ def main() -> None:
         return
 
     from allocwatch.profilesource import load_devices
-    from bench.watcher import NODE_PODS, PROFILE, REPO, background_pods, replica_pods
+    from bench.watcher import NODE_PODS, PROFILE, REPLICAS, REPO, background_pods, replica_pods
     from devtools.podresources import FakePodResourcesLister
 
     pythons = args.python or [sys.executable]
@@ -73,7 +73,7 @@ def main() -> None:
     print("| grpcio | calling thread | other threads | threads |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="awgp-") as tmp:
-        gpu_pods = replica_pods(load_devices(PROFILE))
+        gpu_pods = replica_pods(load_devices(PROFILE), REPLICAS)
         pods = background_pods(NODE_PODS - len(gpu_pods)) + gpu_pods
         with FakePodResourcesLister(Path(tmp) / "k.sock") as kubelet:
             kubelet.set_pods(pods)

@@ -2,7 +2,9 @@
 
 For each interval: 110 pods on 8 GPUs, 100 scripted allocation changes, and an
 idle window. Reports change→file latency (p50/p95), CPU per poll, peak RSS and
-file writes per minute idle and busy, as a Markdown table.
+file writes per minute idle and busy, as a Markdown table. A last row runs the
+default interval at scale: 2,000 claims (250 time-sliced replicas a GPU, a
+pod each), where an idle poll must cost about what it costs with 16.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ NODE_PODS = 110
 @dataclass
 class Result:
     interval: str
+    claims: int
     p50_ms: float
     p95_ms: float
     idle_poll_thread_ms: float
@@ -54,14 +57,15 @@ class Result:
 
 
 REPLICAS = 2  # time-slicing replicas per GPU in the benchmark's node
+SCALE_REPLICAS = 250  # the scale row's: 2,000 claims on 8 GPUs
 
 
-def replica_pods(devices: list[Device]) -> list[dict[str, Any]]:
-    """REPLICAS pods per GPU, `<uuid>::0`, `<uuid>::1`, ..., in device order."""
+def replica_pods(devices: list[Device], replicas: int) -> list[dict[str, Any]]:
+    """`replicas` pods per GPU, `<uuid>::0`, `<uuid>::1`, ..., in device order."""
     return [
         gpu_pod("ml", f"train-{d.index}-{r}", [f"{d.uuid}::{r}"])
         for d in devices
-        for r in range(REPLICAS)
+        for r in range(replicas)
     ]
 
 
@@ -115,7 +119,9 @@ class FileReadings:
         return self._used
 
 
-def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Result:
+def run_interval(
+    interval: str, changes: int, idle_s: float, seed: int, replicas: int = REPLICAS
+) -> Result:
     tmp = Path(tempfile.mkdtemp(prefix="awb-", dir="/tmp"))
     proc = None
     try:
@@ -126,8 +132,8 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
         devices = load_devices(PROFILE)
         rng = random.Random(seed)
         with FakePodResourcesLister(tmp / "k.sock") as kubelet:
-            gpu_pods = replica_pods(devices)
-            base = background_pods(NODE_PODS - len(gpu_pods))
+            gpu_pods = replica_pods(devices, replicas)
+            base = background_pods(max(0, NODE_PODS - len(gpu_pods)))
             active = [True] * len(gpu_pods)
             kubelet.set_pods(base + gpu_pods)
             proc, port = start_watcher(kubelet, tmp / "driver", interval)
@@ -138,8 +144,8 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
 
             def expected() -> dict[str, int]:
                 counts = {d.index: 0 for d in devices}
-                for i, on in enumerate(active):  # pod i is on devices[i // REPLICAS]
-                    counts[devices[i // REPLICAS].index] += on
+                for i, on in enumerate(active):  # pod i is on devices[i // replicas]
+                    counts[devices[i // replicas].index] += on
                 return {str(d.index): expected_used(d, counts[d.index]) for d in devices}
 
             readings = FileReadings(target)
@@ -192,6 +198,7 @@ def run_interval(interval: str, changes: int, idle_s: float, seed: int) -> Resul
         idle_n, busy_n = max(1.0, idle_polls), max(1.0, busy_polls)
         return Result(
             interval=interval,
+            claims=len(gpu_pods),
             p50_ms=statistics.median(latencies) * 1e3,
             p95_ms=q[94] * 1e3,
             idle_poll_thread_ms=(main1 - main0) / idle_n * 1e3,
@@ -212,10 +219,11 @@ def median_result(runs: list[Result]) -> Result:
     """Each measured field's median over runs of one interval."""
     return Result(
         interval=runs[0].interval,
+        claims=runs[0].claims,
         **{
             f.name: statistics.median(getattr(r, f.name) for r in runs)
             for f in dataclasses.fields(Result)
-            if f.name != "interval"
+            if f.name not in ("interval", "claims")
         },
     )
 
@@ -229,6 +237,11 @@ def main() -> None:
     parser.add_argument(
         "--runs", type=int, default=1, help="runs per interval; each cell is their median"
     )
+    parser.add_argument(
+        "--scale-interval",
+        default="500ms",
+        help="the interval of the 2,000-claim row; empty skips it",
+    )
     args = parser.parse_args()
     print(
         f"allocwatch benchmark: {NODE_PODS} pods, {len(load_devices(PROFILE))} GPUs, "
@@ -237,22 +250,26 @@ def main() -> None:
         flush=True,
     )
     rows = []
-    for interval in args.intervals.split(","):
+    plan = [(interval, REPLICAS) for interval in args.intervals.split(",") if interval]
+    if args.scale_interval:
+        plan.append((args.scale_interval, SCALE_REPLICAS))
+    for interval, replicas in plan:
         runs = []
         for n in range(args.runs):
-            runs.append(run_interval(interval, args.changes, args.idle, args.seed + n))
+            run = run_interval(interval, args.changes, args.idle, args.seed + n, replicas)
+            runs.append(run)
             print(f"  {interval}: run {n + 1}/{args.runs} done", file=sys.stderr, flush=True)
         rows.append(median_result(runs))
     print()
     print(
-        "| interval | latency p50 | latency p95 | CPU/poll idle: poll thread | process "
+        "| interval | claims | latency p50 | latency p95 | CPU/poll idle: poll thread | process "
         "| CPU/poll busy: poll thread | process | CPU s/h idle | peak RSS "
         "| writes/min idle | writes/min busy |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r.interval} | {r.p50_ms:.0f} ms | {r.p95_ms:.0f} ms "
+            f"| {r.interval} | {r.claims} | {r.p50_ms:.0f} ms | {r.p95_ms:.0f} ms "
             f"| {r.idle_poll_thread_ms:.2f} ms | {r.idle_process_ms:.2f} ms "
             f"| {r.busy_poll_thread_ms:.2f} ms | {r.busy_process_ms:.2f} ms "
             f"| {r.cpu_s_per_hour:.1f} | {r.rss_mib:.1f} MiB "
