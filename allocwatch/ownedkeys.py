@@ -40,31 +40,26 @@ KeyPath = tuple[str, ...]
 Document = dict[str, Any]
 
 
-class _Absent:
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
     def __repr__(self) -> str:
-        return "ABSENT"
+        return self._name
 
 
 # The value of a key we own and want gone.
-ABSENT: Any = _Absent()
+ABSENT: Any = _Marker("ABSENT")
+# A reading with nothing to say of a key: it stays as it is, not ours this time.
+LEFT: Any = _Marker("LEFT")
 
 
 @dataclass(frozen=True)
 class Surface:
-    name: str
     key: KeyPath
     # The key's value for a reading; ABSENT to remove it, LEFT to leave it alone.
     read: Callable[[DeviceReading], Any]
     pin: KeyPath | None = None
-
-
-class _Left:
-    def __repr__(self) -> str:
-        return "LEFT"
-
-
-# A reading with nothing to say of a key: it stays as it is, not ours this time.
-LEFT: Any = _Left()
 
 
 def _activity(block: str) -> Callable[[DeviceReading], Any]:
@@ -76,23 +71,18 @@ def _activity(block: str) -> Callable[[DeviceReading], Any]:
     return read
 
 
-MEMORY_USED = Surface("memory used", ("memory", "used_bytes"), lambda r: int(r.memory.used_bytes))
 # ints, which the engine reads exactly (byte counts stay below 2^53)
-MEMORY_FREE = Surface("memory free", ("memory", "free_bytes"), lambda r: int(r.memory.free_bytes))
+MEMORY_USED = Surface(("memory", "used_bytes"), lambda r: int(r.memory.used_bytes))
+MEMORY_FREE = Surface(("memory", "free_bytes"), lambda r: int(r.memory.free_bytes))
 # The engine replaces a profile device's list with the document's wholesale
 # (`[]` clears it), so there is no sharing the key: it is ours whole.
-PROCESSES = Surface("processes", ("processes",), lambda r: r.processes or ABSENT)
+PROCESSES = Surface(("processes",), lambda r: r.processes or ABSENT)
 UTILIZATION = Surface(
-    "utilization", ("dynamic_metrics", "utilization"), _activity("utilization"), ("utilization",)
+    ("dynamic_metrics", "utilization"), _activity("utilization"), ("utilization",)
 )
-POWER = Surface(
-    "power", ("dynamic_metrics", "power"), _activity("power"), ("power", "current_draw_mw")
-)
+POWER = Surface(("dynamic_metrics", "power"), _activity("power"), ("power", "current_draw_mw"))
 TEMPERATURE = Surface(
-    "temperature",
-    ("dynamic_metrics", "temperature"),
-    _activity("temperature"),
-    ("thermal", "temperature_gpu_c"),
+    ("dynamic_metrics", "temperature"), _activity("temperature"), ("thermal", "temperature_gpu_c")
 )
 
 MEMORY = (MEMORY_USED, MEMORY_FREE)
