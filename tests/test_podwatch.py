@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,31 +20,9 @@ import pytest
 from allocwatch.declaredload import GPU_MEMORY, GPU_UTILIZATION, RUNAI_UTILIZATION, DeclaredLoad
 from allocwatch.podwatch import ConfigError, LoadSource, PodWatch
 from tests.support.podapi import PodApi, pod_api
+from tests.support.waiting import DEADLINE, eventually, records, served_at_once
 
 GI = 2**30
-DEADLINE = 30.0  # seconds a condition may take to come true; only a failure waits it out
-
-
-def eventually(condition: Callable[[], Any], what: str, deadline: float = DEADLINE) -> Any:
-    end = time.monotonic() + deadline
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > end:
-            pytest.fail(f"not within {deadline}s: {what}")
-        time.sleep(0.02)
-
-
-def served_at_once(watch: PodWatch) -> Any:
-    """loads() and health() from another thread, which must return while the
-    watch thread is stuck on the server: they must not wait for it."""
-    out: list[Any] = []
-    reader = threading.Thread(target=lambda: out.append((watch.loads(), watch.health())))
-    reader.start()
-    reader.join(DEADLINE)
-    assert out, "loads() or health() waited for the watch thread"
-    return out[0]
 
 
 @pytest.fixture
@@ -69,14 +46,6 @@ def start(watches: list[PodWatch], kubeconfig: Path, **kwargs: Any) -> PodWatch:
     watches.append(watch)
     watch.start()
     return watch
-
-
-def records(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
-    return [
-        r.getMessage()
-        for r in caplog.records
-        if r.name == "allocwatch.podwatch" and text in r.getMessage()
-    ]
 
 
 def test_it_lists_the_nodes_pods_then_follows_the_watch(
