@@ -18,7 +18,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop apiserver-test lint proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test interop apiserver-test lint proto bench bench-breakdown bench-shutdown bench-hostile bench-compare bench-kubeclients bench-podwatch image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 .PHONY: realstack-smoke containerd-smoke
@@ -95,6 +95,15 @@ bench-hostile: venv
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
 bench-compare: venv $(UPSTREAM_TOOLS)
 	$(PY) -m bench.compare
+
+## bench-kubeclients: import time and memory of lightkube, kr8s and kubernetes, each in a fresh venv (package index)
+bench-kubeclients: venv
+	$(PY) -m bench.kubeclients
+
+## bench-podwatch: the declared-load pod watch's CPU and memory over 110 pods on a real kube-apiserver (Go)
+bench-podwatch: venv
+	hack/cluster/build.sh
+	$(PY) -m bench.podwatch
 
 ## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit (Go, gcc, make)
 upstream:
