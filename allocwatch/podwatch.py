@@ -4,8 +4,9 @@ A daemon thread lists the node's pods (field selector `spec.nodeName`) and
 watches them from the list's resourceVersion, through lightkube on an
 asyncio loop of its own; it relists when the watch expires (410) and after
 any error, with a capped backoff. What it keeps of each pod is PodLoads'
-(bounded). The poll loop reads a snapshot that is swapped whole, so
-`loads()` and `health()` never wait for the thread, whatever the API server does.
+(bounded); the client is kubeclient's. The poll loop reads a snapshot that
+is swapped whole, so `loads()` and `health()` never wait for the thread,
+whatever the API server does.
 """
 
 from __future__ import annotations
@@ -22,17 +23,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from allocwatch.declaredload import DeclaredLoad, Problem
+from allocwatch.kubeclient import SERVICE_ACCOUNT, async_client
+from allocwatch.kubeclient import expired as is_expired
 from allocwatch.podloads import MAX_PODS, PodKey, PodLoads
 
 log = logging.getLogger("allocwatch.podwatch")
 
 FIRST_BACKOFF = 0.5
 NOT_LISTED = "not listed yet"
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-class ConfigError(Exception):
-    """Neither the in-cluster configuration nor the kubeconfig given can be used."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +91,14 @@ class PodWatch:
         return self._health
 
     def start(self) -> None:
-        """Read the configuration (ConfigError if it cannot be used) and start watching."""
-        client = self._client()  # lightkube is imported only now, when the option is on
+        """Read the configuration (kubeclient.ConfigError if it cannot be used), start watching."""
+        # lightkube is imported only now, when the option is on
+        client = async_client(
+            self._kubeconfig,
+            self._service_account,
+            self._timeout,
+            self._watch_seconds + self._timeout,
+        )
         self._thread = threading.Thread(
             target=self._run, args=(client,), name="podwatch", daemon=True
         )
@@ -109,35 +113,6 @@ class PodWatch:
                 loop.call_soon_threadsafe(task.cancel)
         if self._thread is not None:
             self._thread.join(timeout)
-
-    def _client(self) -> Any:
-        import httpx2
-        from lightkube import AsyncClient, KubeConfig
-        from lightkube.config.client_adapter import verify_cluster
-
-        try:
-            if self._kubeconfig is not None:
-                config = KubeConfig.from_file(self._kubeconfig).get()
-            else:
-                config = KubeConfig.from_service_account(self._service_account).get()
-        except KeyError as exc:  # lightkube reads the environment with os.environ[...]
-            raise ConfigError(f"in-cluster configuration: {exc.args[0]} is not set") from exc
-        except Exception as exc:
-            where = self._kubeconfig or "in-cluster configuration"
-            raise ConfigError(f"{where}: {exc}") from exc
-        if config is None:
-            raise ConfigError(f"{self._kubeconfig}: no current context")
-        # lightkube turns the read timeout off for watches, so a hung server would
-        # hold one forever. The transport gives a watch's reads one a little over
-        # watch_seconds, which a live server never reaches (it ends the watch then).
-        # Rejected: a deadline around each event, which cannot tell a quiet watch
-        # from a hung one without a relist each time it passes.
-        verify = verify_cluster(config.cluster, config.user, config.abs_file, trust_env=False)
-        read = self._watch_seconds + self._timeout
-        transport = _WatchReadTimeout(httpx2.AsyncHTTPTransport(verify=verify), read)
-        return AsyncClient(
-            config, timeout=httpx2.Timeout(self._timeout), trust_env=False, transport=transport
-        )
 
     def _run(self, client: Any) -> None:
         loop = asyncio.new_event_loop()
@@ -187,7 +162,7 @@ class PodWatch:
                         self._report(_key(pod), self._pods.set(_key(pod), annotations))
             except Exception as exc:
                 # expired, the snapshot stays current until the relist says otherwise
-                expired = _expired(exc)
+                expired = is_expired(exc)
                 if not expired:
                     self._stale(exc)
             # A watch that ran a while was working. One that fails at once (say,
@@ -204,8 +179,11 @@ class PodWatch:
     def _report(self, key: PodKey, problems: list[Problem] | None) -> None:
         if problems is None:
             if not self._capped:
-                log.warning("more than %d pods declare a load; %s/%s and later ones get the "
-                            "defaults", self._pods.max_pods, *key)  # fmt: skip
+                log.warning(
+                    "more than %d pods declare a load; %s/%s and later ones get the defaults",
+                    self._pods.max_pods,
+                    *key,
+                )
             self._capped = True
             return
         self._capped = self._capped and len(self._pods) >= self._pods.max_pods
@@ -218,8 +196,10 @@ class PodWatch:
         was = self._health
         if not was.current:
             if was.error != NOT_LISTED:
-                log.info("pod annotations are current again, after %.0fs",
-                            time.monotonic() - (was.stale_since or 0))  # fmt: skip
+                log.info(
+                    "pod annotations are current again, after %.0fs",
+                    time.monotonic() - (was.stale_since or 0),
+                )
             self._health = WatchHealth(True, None, None)
 
     def _stale(self, exc: Exception) -> None:
@@ -227,8 +207,11 @@ class PodWatch:
         error = error[:200]
         was = self._health
         if was.current or was.error == NOT_LISTED:
-            log.warning("pod annotations are stale (%s); pods keep the last annotations seen, "
-                        "and pods not seen the defaults", error)  # fmt: skip
+            log.warning(
+                "pod annotations are stale (%s); pods keep the last annotations seen, "
+                "and pods not seen the defaults",
+                error,
+            )
         else:
             log.debug("pod watch: %s", error)
         self._health = WatchHealth(False, was.stale_since or time.monotonic(), error)
@@ -236,29 +219,3 @@ class PodWatch:
 
 def _key(pod: Any) -> PodKey:
     return (pod.metadata.namespace, pod.metadata.name)
-
-
-def _expired(exc: Exception) -> bool:
-    """A watch whose resourceVersion is too old (410 Gone): relist at once."""
-    status = getattr(exc, "status", None)
-    if getattr(status, "code", None) == 410:
-        return True
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None) == 410
-
-
-class _WatchReadTimeout:
-    """An httpx transport that gives requests without a read timeout one."""
-
-    def __init__(self, inner: Any, read: float) -> None:
-        self._inner = inner
-        self._read = read
-
-    async def handle_async_request(self, request: Any) -> Any:
-        timeout = request.extensions.get("timeout")
-        if timeout is not None and timeout.get("read") is None:
-            request.extensions["timeout"] = {**timeout, "read": self._read}
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()

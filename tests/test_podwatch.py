@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from allocwatch.declaredload import GPU_MEMORY, GPU_UTILIZATION, RUNAI_UTILIZATION, DeclaredLoad
-from allocwatch.podwatch import ConfigError, LoadSource, PodWatch
+from allocwatch.kubeclient import ConfigError
+from allocwatch.podwatch import LoadSource, PodWatch
 from tests.support.podapi import PodApi, pod_api
 from tests.support.waiting import DEADLINE, eventually, records, served_at_once
 
@@ -64,6 +65,7 @@ def test_it_lists_the_nodes_pods_then_follows_the_watch(
     }
     eventually(lambda: source.loads() == expected, "the listed pods")
     assert source.health().current and source.health().stale_since is None
+    eventually(lambda: server.watches() >= 1, "the watch request")
     first_list, first_watch = server.requests[0], server.requests[1]
     assert first_list["fieldSelector"] == ["spec.nodeName=node-a"]
     assert "watch" not in first_list
@@ -115,6 +117,8 @@ def test_a_bad_value_is_logged_once_per_pod_and_value_and_counted(
     watch = start(watches, kubeconfig, on_rejected=rejected.append)
     eventually(lambda: ("ns", "a") in watch.loads(), "the listed pod")
     assert watch.loads()[("ns", "a")] == DeclaredLoad(utilization=(60, 60)), "memory: the default"
+    # the snapshot is published before the problems are logged and counted
+    eventually(lambda: rejected, "the count")
     assert records(caplog, "pod ns/a") == [
         "pod ns/a: allocwatch.dev/gpu-memory='lots': expected a quantity such as 20Gi or 512Mi, "
         "or a fraction such as 0.75; it gets the default"
@@ -134,6 +138,7 @@ def test_a_bad_value_is_logged_once_per_pod_and_value_and_counted(
     server.put("ns", "c", {GPU_MEMORY: "1Gi"}, notify=False)
     server.compact()
     eventually(lambda: ("ns", "c") in watch.loads(), "the relist")
+    eventually(lambda: len(rejected) == 3, "the long value counted")
     assert len(records(caplog, "pod ns/")) == 3
     assert rejected == [GPU_MEMORY, GPU_MEMORY, GPU_UTILIZATION]
 
@@ -316,7 +321,7 @@ def test_configuration_errors_raise_at_start(tmp_path: Path) -> None:
 
 def test_the_client_library_is_imported_only_when_watching() -> None:
     code = (
-        "import sys, allocwatch.podwatch, allocwatch.podloads, allocwatch.declaredload; "
+        "import sys, allocwatch.podwatch, allocwatch.kubeclient; "
         "loaded = [m for m in ('lightkube', 'httpx2', 'anyio') if m in sys.modules]; "
         "print(loaded); sys.exit(bool(loaded))"
     )

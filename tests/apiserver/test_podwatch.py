@@ -104,6 +104,8 @@ def test_it_follows_pods_bound_to_its_node_with_the_charts_rbac(
     }
     eventually(lambda: watch.loads() == expected, "the listed pods")
     assert watch.health().current
+    # the snapshot is published before the problems are logged and counted
+    eventually(lambda: rejected, "the count")
     assert rejected == [GPU_MEMORY]
     assert len(records(caplog, f"pod {namespace}/bad: {GPU_MEMORY}='lots'")) == 1
 
