@@ -8,7 +8,8 @@ RssAnon, VmHWM) at each step: imported (allocwatch.podwatch only), started
 (lightkube imported, client built), listed (every pod's load in the snapshot),
 after an idle window of the watch alone, and after `--changes` annotation
 edits made with kubectl one at a time (their CPU is the window's less the idle
-rate). It also times the calls the poll loop makes each poll.
+rate). It also times the calls the poll loop makes each poll, and stop()
+with the API server frozen (SIGSTOP) under the open watch.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def child(kubeconfig: str, pods: int) -> None:
             n = 100_000
             per = timeit.timeit(lambda: (watch.loads(), watch.health()), number=n) / n
             report("calls", per_call_ns=per * 1e9)
+        elif line.strip() == "stop":
+            began = time.monotonic()
+            watch.stop(5.0)
+            assert watch._thread is not None
+            report("stop", seconds=time.monotonic() - began, alive=watch._thread.is_alive())
+            return
         else:
             total = sum(load.memory_bytes or 0 for load in watch.loads().values())
             report(line.strip(), memory_total=total, current=watch.health().current)
@@ -126,7 +133,7 @@ def main() -> None:
             expected = sum(i % 40 + 1 for i in range(args.pods)) * GI
             for n in range(args.changes):
                 i = n % args.pods
-                value = f"{(i % 40 + 1) + 1}Gi"
+                value = f"{i % 40 + 1 + n // args.pods + 1}Gi"  # 1 GiB more each time
                 edit = f"allocwatch.dev/gpu-memory={value}"
                 api.kubectl("annotate", "-n", NAMESPACE, f"pod/gpu-{i}", edit, "--overwrite")
                 expected += GI
@@ -138,10 +145,14 @@ def main() -> None:
             change_cpu = cpu_seconds(proc.pid) - start_cpu - idle_cpu / args.idle * window
             steps.append(changed)
             calls = ask(proc, "calls")
+            # stop() with the API server frozen under an open watch, as at a SIGTERM
+            api.pause()
+            time.sleep(1)
+            stopped = ask(proc, "stop")
         finally:
             proc.kill()
             proc.wait()
-    show(steps, args, idle_cpu, change_cpu, calls)
+    show(steps, args, idle_cpu, change_cpu, calls, stopped)
 
 
 def show(
@@ -150,6 +161,7 @@ def show(
     idle_cpu: float,
     change_cpu: float,
     calls: dict[str, Any],
+    stopped: dict[str, Any],
 ) -> None:
     print(f"\nPodWatch on one node of a real kube-apiserver, {args.pods} annotated pods:\n")
     print("| step | CPU since the previous step | VmRSS | RssAnon | VmHWM |")
@@ -171,6 +183,8 @@ def show(
           f"({idle_cpu / args.idle * 3600:.2f} CPU-s/h).")  # fmt: skip
     print(f"Per annotation edit: {change_cpu / args.changes * 1000:.2f} ms of CPU.")
     print(f"loads() + health(), the poll loop's calls: {calls['per_call_ns']:.0f} ns.")
+    ended = "ended" if not stopped["alive"] else "STILL RUNNING"
+    print(f"stop() under a frozen API server: {stopped['seconds'] * 1000:.1f} ms, thread {ended}.")
 
 
 if __name__ == "__main__":
