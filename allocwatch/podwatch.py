@@ -78,6 +78,7 @@ class PodWatch:
         self._pods = PodLoads(max_pods)
         self._health = WatchHealth(False, time.monotonic(), NOT_LISTED)
         self._capped = False  # the cap's warning is logged
+        self._listed = False  # a list has succeeded
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -144,9 +145,9 @@ class PodWatch:
             try:
                 pods = client.list(Pod, namespace="*", fields=fields)
                 listed = [(_key(pod), pod.metadata.annotations) async for pod in pods]
+                self._current(len(listed))  # first, so a reader who sees the list sees it current
                 for key, problems in self._pods.replace(listed).items():
                     self._report(key, problems)
-                self._current()
                 watched = time.monotonic()
                 events = client.watch(
                     Pod,
@@ -192,15 +193,17 @@ class PodWatch:
             if self._on_rejected is not None:
                 self._on_rejected(problem.annotation)
 
-    def _current(self) -> None:
+    def _current(self, pods: int) -> None:
         was = self._health
-        if not was.current:
-            if was.error != NOT_LISTED:
-                log.info(
-                    "pod annotations are current again, after %.0fs",
-                    time.monotonic() - (was.stale_since or 0),
-                )
-            self._health = WatchHealth(True, None, None)
+        if was.current:
+            return
+        if not self._listed:
+            log.info("watching the pods of node %s, %d of them now", self.node, pods)
+            self._listed = True
+        else:
+            stale = time.monotonic() - (was.stale_since or 0)
+            log.info("pod annotations are current again, after %.0fs stale", stale)
+        self._health = WatchHealth(True, None, None)
 
     def _stale(self, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -50,8 +50,9 @@ def start(watches: list[PodWatch], kubeconfig: Path, **kwargs: Any) -> PodWatch:
 
 
 def test_it_lists_the_nodes_pods_then_follows_the_watch(
-    api: tuple[PodApi, Path], watches: list[PodWatch]
+    api: tuple[PodApi, Path], watches: list[PodWatch], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "allocwatch.podwatch")
     server, kubeconfig = api
     server.put("ns", "train", {GPU_MEMORY: "75Gi", GPU_UTILIZATION: "95"})
     server.put("ns", "infer", {GPU_MEMORY: "0.5", RUNAI_UTILIZATION: "20-35"})
@@ -64,7 +65,9 @@ def test_it_lists_the_nodes_pods_then_follows_the_watch(
         ("ns", "infer"): DeclaredLoad(memory_fraction=0.5, utilization=(20, 35)),
     }
     eventually(lambda: source.loads() == expected, "the listed pods")
-    assert source.health().current and source.health().stale_since is None
+    assert source.health().current, "who sees the list sees it current"
+    assert source.health().stale_since is None and source.health().error is None
+    assert records(caplog, "watching the pods of node node-a, 3 of them now")
     eventually(lambda: server.watches() >= 1, "the watch request")
     first_list, first_watch = server.requests[0], server.requests[1]
     assert first_list["fieldSelector"] == ["spec.nodeName=node-a"]
