@@ -107,6 +107,10 @@ class PodWatch:
 
     def stop(self, timeout: float = 1.0) -> None:
         """Cancel the watch and wait up to `timeout` for the thread to end."""
+        # The watch runs on asyncio so that this can cancel a read a hung server
+        # holds. Rejected: lightkube's sync client on a thread, which only the
+        # read timeout (over watch_seconds) could end; a daemon thread left in
+        # it would not delay the exit, but would still be running.
         self._stopping.set()
         loop, task = self._loop, self._task
         if loop is not None and task is not None:
@@ -130,9 +134,9 @@ class PodWatch:
             log.exception("the pod watch failed; pods keep the last annotations seen")
             self._health = WatchHealth(False, time.monotonic(), "the pod watch failed")
         finally:
-            # closing a TLS connection may wait on the server: not for long
+            # closing a TLS connection may wait on the server: no longer than stop() does
             with suppress(Exception):
-                loop.run_until_complete(asyncio.wait_for(client.close(), self._timeout))
+                loop.run_until_complete(asyncio.wait_for(client.close(), 1.0))
             loop.close()
 
     async def _main(self, client: Any) -> None:
