@@ -166,7 +166,7 @@ class PodWatch:
                         annotations = None if gone else pod.metadata.annotations
                         self._report(_key(pod), self._pods.set(_key(pod), annotations))
             except Exception as exc:
-                # expired, the snapshot stays current until the relist says otherwise
+                # an expired watch is routine: still current, and the relist follows
                 expired = is_expired(exc)
                 if not expired:
                     self._stale(exc)
