@@ -18,7 +18,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop fuzz lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test interop fuzz apiserver-test lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare bench-kubeclients bench-podwatch image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 .PHONY: realstack-smoke containerd-smoke
@@ -52,7 +52,15 @@ helm: venv
 
 ## test: helm, lint, then every unit, integration and chart test
 test: helm lint
-	HELM=$(HELM_BIN) $(PY) -m pytest tests --ignore=tests/interop
+	HELM=$(HELM_BIN) $(PY) -m pytest tests --ignore=tests/interop --ignore=tests/apiserver
+
+## apiserver-test: the pod watch against a real kube-apiserver and etcd (builds them: Go)
+# The local cluster's binaries (hack/cluster/build.sh, cached under
+# $ALLOCWATCH_CACHE), run as plain processes beside no kubelet; CI=1 makes a
+# skip fail, as in make interop.
+apiserver-test: helm
+	hack/cluster/build.sh
+	HELM=$(HELM_BIN) $(PY) -m pytest tests/apiserver
 
 ## interop: against upstream nvml-mock-ctl and its mock libnvidia-ml.so (needs `make upstream`)
 # (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
@@ -95,6 +103,15 @@ bench-hostile: venv
 ## bench-compare: ours against upstream nvml-mock-ctl watch-allocations
 bench-compare: venv $(UPSTREAM_TOOLS)
 	$(PY) -m bench.compare
+
+## bench-kubeclients: import time and memory of lightkube, kr8s and kubernetes, each in a fresh venv (package index)
+bench-kubeclients: venv
+	$(PY) -m bench.kubeclients
+
+## bench-podwatch: the declared-load pod watch's CPU and memory over 110 pods on a real kube-apiserver (Go)
+bench-podwatch: venv
+	hack/cluster/build.sh
+	$(PY) -m bench.podwatch
 
 ## upstream: build nvml-mock-ctl and the mock libnvidia-ml.so at the pinned commit (Go, gcc, make)
 upstream:

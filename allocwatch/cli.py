@@ -13,6 +13,7 @@ from allocwatch import __version__
 from allocwatch.durations import format_duration
 from allocwatch.flags import KUBELET_SHARE_INTERVAL, build_parser
 from allocwatch.health import HealthServer
+from allocwatch.kubeclient import ConfigError
 from allocwatch.logs import configure
 from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.podresources import (
@@ -21,6 +22,7 @@ from allocwatch.podresources import (
     PodResourcesClient,
     why_unreachable,
 )
+from allocwatch.podwatch import PodWatch
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.shutdown import Interrupted, Shutdown
@@ -61,7 +63,11 @@ def file_paths(args: argparse.Namespace) -> tuple[Path, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    node = os.environ.get("NODE_NAME", "")
+    if args.declared_load and not node:
+        parser.error("--declared-load: NODE_NAME is not set (the node whose pods to watch)")
     configure(args.log_format, args.log_level)
     profile, overrides = file_paths(args)
     resource_names = tuple(args.resource_names or DEFAULT_RESOURCE_NAMES)
@@ -77,6 +83,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         dra_drivers=dra_drivers,
     )
     metrics = Metrics()
+    declared = None
+    if args.declared_load:
+        declared = PodWatch(
+            node,
+            kubeconfig=args.kubeconfig,
+            on_rejected=lambda annotation: metrics.declared_load_rejected.labels(annotation).inc(),
+        )
     watcher = Watcher(
         client,
         ProfileSource(profile),
@@ -87,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         processes=args.processes,
         activity=args.activity,
         busy=args.busy_utilization,
+        declared=declared,
     )
 
     server = None
@@ -99,6 +113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
 
     try:
+        if declared is not None:
+            try:
+                declared.start()  # in the background: the kubelet's claims never wait for it
+            except ConfigError as exc:
+                log.error("--declared-load: %s", exc)
+                return EXIT_USAGE
         if not client.wait_ready(args.dial_timeout):
             if shutdown.is_set():
                 return EXIT_OK
@@ -149,5 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK if removed else EXIT_READINGS_LEFT
     finally:
         client.close()
+        if declared is not None:
+            declared.stop(timeout=0.2)  # a daemon thread: the exit need not wait for it
         if server is not None:
             server.stop()

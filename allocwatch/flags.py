@@ -9,6 +9,7 @@ import re
 
 from allocwatch import __version__
 from allocwatch.activity import DEFAULT_BUSY, Band
+from allocwatch.declaredload import parse_band
 from allocwatch.durations import parse_duration
 from allocwatch.health import parse_address
 from allocwatch.logs import LEVELS
@@ -65,18 +66,11 @@ def _fraction(text: str) -> float:
     return value
 
 
-_BAND = re.compile(r"([0-9]{1,3})(?:-([0-9]{1,3}))?")
-
-
 def _band(text: str) -> Band:
-    match = _BAND.fullmatch(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage or a band such as 70-90")
-    lo = int(match.group(1))
-    hi = int(match.group(2)) if match.group(2) is not None else lo
-    if not lo <= hi <= 100:
-        raise argparse.ArgumentTypeError(f"{text!r}: the band must run upwards, within 0-100")
-    return Band(lo, hi)
+    try:
+        return parse_band(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def _address(text: str) -> str:
@@ -215,6 +209,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LO-HI",
         help="the utilization band one claim keeps its GPU in, in percent; 0 for allocated "
         "but not computing (default %(default)s)",
+    )
+    p.add_argument(
+        "--declared-load",
+        action="store_true",
+        help="read the load pods declare in annotations (allocwatch.dev/gpu-memory, "
+        "allocwatch.dev/gpu-utilization, run.ai/simulated-gpu-utilization) from the API "
+        "server: the pods of the node named by NODE_NAME",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        type=_path,
+        help="with --declared-load: a kubeconfig to use instead of the in-cluster configuration",
     )
     p.add_argument("--once", action="store_true", help="poll and publish once, then exit")
     p.add_argument("--version", action="version", version=f"allocwatch {__version__}")

@@ -62,6 +62,17 @@ class Metrics:
             "Claims in the last poll shown only in a device's `+<n> more claims` process entry",
             registry=r,
         )
+        self.declared_load_rejected = Counter(
+            "allocwatch_declared_load_rejected",
+            "Pod annotations declaring a load that could not be read, by annotation",
+            ("annotation",),
+            registry=r,
+        )
+        self.declared_load_stale = Gauge(
+            "allocwatch_declared_load_stale",
+            "1 while the pods' annotations are not current (the API server is away)",
+            registry=r,
+        )
         self.unknown_ids = Gauge(
             "allocwatch_unknown_device_ids",
             "Claimed device ids in the last List that match no profile device",

@@ -13,8 +13,9 @@ Each claim on a device with a reading becomes one compute process there:
   INSUFFICIENT_SIZE to a name that does not fit. Entries that would still
   share a name on one device (time-sliced replicas held by one container)
   are numbered `#2`, `#3`, ... in order of identity.
-* `used_memory_mib` is the device's `used_bytes` shared equally among its
-  claims, each share rounded down to whole MiB: the entries never add up to
+* `used_memory_mib` is the claim's part of the device's `used_bytes`: what it
+  asked for (equal shares, unless its pod declared a load), in proportion when
+  the device is full, rounded down to whole MiB. The entries never add up to
   more than `used_bytes`, and a clamped device's claims split its aperture.
 * With activity, `sm_util` and `mem_util` are the claim's share of its GPU's
   utilization (activity.process_utilization), which `nvidia-smi pmon` reads.
@@ -132,9 +133,10 @@ def process_name(claim: Claim) -> str:
     return cut(clean(name))
 
 
-def share_mib(used_bytes: int, claims: int) -> int:
-    """One of `claims` equal shares of `used_bytes`, in whole MiB (rounded down)."""
-    return used_bytes // claims // MIB if claims else 0
+def share_mib(used_bytes: int, asked: int, asked_in_all: int) -> int:
+    """A claim's part of `used_bytes`, in proportion to what it asked for, in whole MiB
+    (rounded down): exactly its ask when the device has room for every claim's."""
+    return asked * used_bytes // asked_in_all // MIB if asked_in_all else 0
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,9 @@ def process_lists(
     )
     lists: dict[int, list[ProcessEntry]] = {}
     for index, entries in sorted(shown.items()):
-        share = share_mib(rec.readings[index].used_bytes, len(on_device[index]))
+        asked = rec.asked[index]
+        in_all = sum(asked[claim] for _, claim in on_device[index])
+        used = rec.readings[index].used_bytes
         utils = (
             iter(process_utilization([band_of(c) for _, c in on_device[index]]))
             if band_of is not None
@@ -214,7 +218,8 @@ def process_lists(
         )
         lists[index] = []
         for key, name, claims in entries:
-            entry = _entry(pid_of[key], name, share * len(claims))
+            mib = sum(share_mib(used, asked[claim], in_all) for claim in claims)
+            entry = _entry(pid_of[key], name, mib)
             if utils is not None:
                 taken = [next(utils) for _ in claims]
                 entry["sm_util"] = sum(sm for sm, _ in taken)

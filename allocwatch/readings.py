@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from allocwatch.activity import DEFAULT_BUSY, Activity, Band, activity
 from allocwatch.claims import Claim
+from allocwatch.declaredload import DeclaredLoad
 from allocwatch.processes import PidTable, ProcessEntry, ProcessLists, process_lists
 from allocwatch.profile import Device
 from allocwatch.reconcile import MemoryReading, Reconciliation, reconcile
@@ -47,12 +48,15 @@ def read(
     settings: Settings,
     pids: PidTable,
     previous_pids: Mapping[tuple[int, str], int] | None = None,
+    loads: Mapping[tuple[str, str], DeclaredLoad] | None = None,
 ) -> Readings:
-    """`previous_pids`: each (device, process name) the document showed before a restart."""
-    rec = reconcile(devices, claims, settings.fraction)
+    """`previous_pids`: each (device, process name) the document showed before a restart.
+    `loads`: what pods declared, by (namespace, pod); the others get `settings`."""
+    rec = reconcile(devices, claims, settings.fraction, loads)
 
     def band_of(claim: Claim) -> Band:
-        return settings.busy
+        load = (loads or {}).get((claim.namespace, claim.pod))
+        return load.utilization if load and load.utilization else settings.busy
 
     lists = (
         process_lists(rec, pids, previous_pids, band_of if settings.activity else None)

@@ -8,11 +8,12 @@ fractions would differ by a byte on some sizes).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from allocwatch.claims import Claim, ClaimSource, physical_device_id
+from allocwatch.declaredload import DeclaredLoad
 from allocwatch.profile import Device
 
 # NVIDIA's DRA device names: a full GPU `gpu-<minor>`, a MIG device
@@ -43,6 +44,8 @@ class Reconciliation:
     # Every profile device's index -> the claims counted on it, in List order.
     claims_on: dict[int, list[Claim]]
     unknown_ids: tuple[str, ...] = field(default=())
+    # Each device with a reading -> the bytes each of its claims asks for.
+    asked: dict[int, dict[Claim, int]] = field(default_factory=dict)
 
     @property
     def claims_per_device(self) -> dict[int, int]:
@@ -71,6 +74,15 @@ def reading_for(device: Device, claims: int, fraction: float) -> MemoryReading:
     return MemoryReading(used, room - used)
 
 
+def asks(room: int, fraction: float, load: DeclaredLoad | None) -> int:
+    """The bytes one claim of a pod that declared `load` asks for, of `room` usable."""
+    if load is not None and load.memory_bytes is not None:
+        return load.memory_bytes
+    if load is not None and load.memory_fraction is not None:
+        fraction = load.memory_fraction
+    return int(float(room) * fraction)
+
+
 def dra_number(device_name: str) -> int | None:
     """The N of `gpu-<N>` or `gpu-<N>-mig-...`; None for any other name."""
     if len(device_name) > MAX_DRA_NAME:
@@ -80,7 +92,10 @@ def dra_number(device_name: str) -> int | None:
 
 
 def reconcile(
-    devices: Sequence[Device], claims: Iterable[Claim], fraction: float
+    devices: Sequence[Device],
+    claims: Iterable[Claim],
+    fraction: float,
+    loads: Mapping[tuple[str, str], DeclaredLoad] | None = None,
 ) -> Reconciliation:
     """Place every claim of the whole current set, and compute every device's reading.
 
@@ -122,13 +137,18 @@ def reconcile(
             unknown.append(name)
         for index in where:
             claims_on[index].append(claim)
-    return Reconciliation(
-        readings={
-            d.index: reading_for(d, len(claims_on[d.index]), fraction)
-            for d in devices
-            if d.has_memory
-        },
-        placed=placed,
-        claims_on=claims_on,
-        unknown_ids=tuple(unknown),
-    )
+    readings: dict[int, MemoryReading] = {}
+    asked: dict[int, dict[Claim, int]] = {}
+    for device in devices:
+        if not device.has_memory:
+            continue
+        on = claims_on[device.index]
+        room = aperture(device)
+        want = {c: asks(room, fraction, (loads or {}).get((c.namespace, c.pod))) for c in on}
+        asked[device.index] = want
+        if all(want[c] == int(float(room) * fraction) for c in on):
+            readings[device.index] = reading_for(device, len(on), fraction)  # upstream's
+        else:
+            used = min(sum(want[c] for c in on), room)
+            readings[device.index] = MemoryReading(used, room - used)
+    return Reconciliation(readings, placed, claims_on, tuple(unknown), asked)

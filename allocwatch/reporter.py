@@ -9,6 +9,7 @@ from pathlib import Path
 
 from allocwatch.logs import id_list, shorten
 from allocwatch.metrics import Metrics, PollOutcome
+from allocwatch.podwatch import WatchHealth
 from allocwatch.profile import Device
 from allocwatch.readings import Readings
 from allocwatch.reconcile import MemoryReading
@@ -50,6 +51,10 @@ class Reporter:
         self._readings = {}
         self._claims = {}
         self._dra_claims = {}
+
+    def declared_load_health(self, health: WatchHealth) -> None:
+        # The pod watch logs when it goes stale and comes back; the poll only counts.
+        self.metrics.declared_load_stale.set(0 if health.current else 1)
 
     def problem(self, message: str) -> None:
         # One line per distinct problem, not one per failing poll.

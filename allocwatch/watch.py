@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from allocwatch.activity import DEFAULT_BUSY, Band
 from allocwatch.claims import Claim, Lister, ListError
+from allocwatch.declaredload import DeclaredLoad
 from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.ownedkeys import (
     ABSENT,
@@ -19,6 +20,7 @@ from allocwatch.ownedkeys import (
     publication,
     withdrawal,
 )
+from allocwatch.podwatch import LoadSource
 from allocwatch.processes import PidTable
 from allocwatch.profile import Device
 from allocwatch.profilesource import ProfileSource
@@ -46,6 +48,7 @@ class Watcher:
         processes: bool = True,
         activity: bool = True,
         busy: Band = DEFAULT_BUSY,
+        declared: LoadSource | None = None,
     ) -> None:
         self.lister = lister
         self.profile = profile
@@ -60,6 +63,7 @@ class Watcher:
             *((PROCESSES,) if processes else ()),
             *(ACTIVITY if activity else ()),
         )
+        self.declared = declared  # what pods declare of their load (--declared-load)
         self._pids = PidTable()
         # What the document showed of our processes when this run began.
         self._previous_pids: dict[tuple[int, str], int] | None = None
@@ -69,7 +73,7 @@ class Watcher:
         # The last poll's inputs and what came of them: an unchanged List
         # and profile (an idle node) cost a comparison, not a recomputation
         # whose cost grows with the claims.
-        self._last: tuple[object, object, Readings] | None = None
+        self._last: tuple[object, object, object, Readings] | None = None
         self._last_wanted: tuple[Readings, Publication, Publication] | None = None
 
     def poll(self, stop: Shutdown | None = None) -> PollOutcome:
@@ -97,7 +101,11 @@ class Watcher:
                 self._previous_pids = process_pids(self.publisher.document(stop))
             except PublishError:
                 self._previous_pids = {}  # the publish below says why
-        readings = self._read(devices, claims)
+        loads = None
+        if self.declared is not None:
+            loads = self.declared.loads()  # a snapshot: it never waits for the API server
+            self.reporter.declared_load_health(self.declared.health())
+        readings = self._read(devices, claims, loads)
         wanted = self._wanted(readings)
         try:
             result = self.publisher.publish(wanted, stop)
@@ -110,12 +118,22 @@ class Watcher:
         self.reporter.published(devices, readings, result.wrote)
         return PollOutcome.OK
 
-    def _read(self, devices: Sequence[Device], claims: Sequence[Claim]) -> Readings:
+    def _read(
+        self,
+        devices: Sequence[Device],
+        claims: Sequence[Claim],
+        loads: Mapping[tuple[str, str], DeclaredLoad] | None,
+    ) -> Readings:
         last = self._last
-        if last is not None and last[0] is devices and (last[1] is claims or last[1] == claims):
-            return last[2]
-        readings = read(devices, claims, self.settings, self._pids, self._previous_pids)
-        self._last = (devices, claims, readings)
+        if (
+            last is not None
+            and last[0] is devices
+            and last[2] is loads
+            and (last[1] is claims or last[1] == claims)
+        ):
+            return last[3]
+        readings = read(devices, claims, self.settings, self._pids, self._previous_pids, loads)
+        self._last = (devices, claims, loads, readings)
         return readings
 
     def _wanted(self, readings: Readings) -> Publication:

@@ -8,30 +8,15 @@ reported as a failure instead, so `make interop` can only pass there by running.
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devtools.upstream import Upstream, UpstreamUnavailable, locate
+from tests.support.ci import pytest_runtest_makereport  # noqa: F401  (no skips under CI)
 
 A100 = Path(__file__).resolve().parents[1] / "data" / "a100.yaml"
-
-
-def under_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped and under_ci() and not hasattr(report, "wasxfail"):
-        report.outcome = "failed"
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.longrepr = f"skipped under CI, where interop tests must run: {reason}"
 
 
 @pytest.fixture(scope="session")

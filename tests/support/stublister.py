@@ -1,10 +1,14 @@
-"""An in-process `Lister` the loop's tests set claims on, as upstream's stubLister."""
+"""An in-process `Lister` the loop's tests set claims on, as upstream's stubLister, and a
+`LoadSource` they set declared loads on."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 from allocwatch.claims import Claim, ClaimSource, ListError
+from allocwatch.declaredload import DeclaredLoad
+from allocwatch.podwatch import WatchHealth
 
 
 def gpu_claim(
@@ -51,3 +55,28 @@ class StubLister:
             if self._error is not None:
                 raise ListError(self._error)
             return list(self._claims)
+
+
+class StubLoads:
+    """A `LoadSource` the loop's tests set declared loads and the watch's health on."""
+
+    def __init__(self) -> None:
+        self._loads: dict[tuple[str, str], DeclaredLoad] = {}
+        self._health = WatchHealth(True, None, None)
+
+    def declare(self, namespace: str, pod: str, load: DeclaredLoad | None) -> None:
+        loads = dict(self._loads)  # a new snapshot, as the watch swaps its whole
+        if load is None:
+            loads.pop((namespace, pod), None)
+        else:
+            loads[(namespace, pod)] = load
+        self._loads = loads
+
+    def go_stale(self, why: str | None) -> None:
+        self._health = WatchHealth(why is None, None if why is None else 1.0, why)
+
+    def loads(self) -> Mapping[tuple[str, str], DeclaredLoad]:
+        return self._loads
+
+    def health(self) -> WatchHealth:
+        return self._health

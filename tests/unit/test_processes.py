@@ -9,6 +9,7 @@ import pytest
 
 from allocwatch import processes
 from allocwatch.claims import Claim, ClaimSource
+from allocwatch.declaredload import DeclaredLoad
 from allocwatch.processes import (
     NAME_MAX_BYTES,
     PID_BASE,
@@ -307,3 +308,22 @@ def test_a_restart_takes_the_documents_pids_back() -> None:
     clash = {(0, "ml/a/main"): 12345678, (0, "ml/b/main"): 12345678}
     got = process_lists(rec, PidTable(), clash).lists[0]
     assert got[0]["pid"] == 12345678 and got[1]["pid"] == pid(claims[1])
+
+
+def test_each_process_holds_what_its_pod_declared_and_they_sum_to_at_most_used() -> None:
+    device = Device(0, "GPU-x", 80 * 2**30, 0)
+    claims = [claim("infer", "GPU-x::0"), claim("train", "GPU-x::1"), claim("plain", "GPU-x::2")]
+    loads = {
+        ("ml", "infer"): DeclaredLoad(memory_bytes=30 * 2**30),
+        ("ml", "train"): DeclaredLoad(memory_bytes=75 * 2**30),
+    }
+    rec = reconcile([device], claims, 0.5, loads)
+    assert rec.readings[0].used_bytes == 80 * 2**30  # 30 + 75 + 40 GiB asked, clamped
+    entries = {e["name"]: e["used_memory_mib"] for e in process_lists(rec, PidTable()).lists[0]}
+    asked = 30 + 75 + 40
+    assert entries == {
+        "ml/infer/main": 30 * 80 * 1024 // asked,
+        "ml/train/main": 75 * 80 * 1024 // asked,
+        "ml/plain/main": 40 * 80 * 1024 // asked,
+    }
+    assert sum(entries.values()) * MIB <= rec.readings[0].used_bytes

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from allocwatch.claims import Claim, ClaimSource, physical_device_id
+from allocwatch.declaredload import DeclaredLoad
 from allocwatch.profile import Device
 from allocwatch.reconcile import MemoryReading, reading_for, reconcile
 from tests.conftest import A100_APERTURE, A100_HALF
@@ -213,3 +214,33 @@ def test_a_dra_device_named_by_its_gpus_uuid_counts_on_it_in_any_case(
     rec = reconcile(devices, [dra(spell(devices[2].uuid))], 0.5)
     assert rec.claims_per_device == {0: 0, 1: 0, 2: 1}
     assert rec.unknown_ids == ()
+
+
+# ---- declared loads ----------------------------------------------------------------
+
+
+def test_declared_memory_replaces_the_default_share_and_claims_still_add_up() -> None:
+    device = Device(0, "GPU-0", 100 * 2**30, 0)
+    claims = [claim("GPU-0", pod=p) for p in ("infer", "train", "plain")]
+    loads = {
+        ("ns", "infer"): DeclaredLoad(memory_bytes=30 * 2**30),
+        ("ns", "train"): DeclaredLoad(memory_fraction=0.25),
+    }
+    rec = reconcile([device], claims, 0.1, loads)
+    # 30 GiB + a quarter (25 GiB) + the default tenth (10 GiB, truncated as upstream does)
+    want = 30 * 2**30 + 25 * 2**30 + int(float(100 * 2**30) * 0.1)
+    assert rec.readings[0] == MemoryReading(want, 100 * 2**30 - want)
+    assert rec.asked[0][claims[0]] == 30 * 2**30
+
+
+def test_declared_memory_past_the_gpu_is_clamped_to_its_usable_memory() -> None:
+    device = Device(0, "GPU-0", 80 * 2**30, 2**30)
+    loads = {("ns", "big"): DeclaredLoad(memory_bytes=200 * 2**30)}
+    rec = reconcile([device], [claim("GPU-0", pod="big"), claim("GPU-0")], 0.5, loads)
+    assert rec.readings[0] == MemoryReading(79 * 2**30, 0)
+
+
+def test_without_declared_memory_the_arithmetic_is_upstreams_byte_for_byte() -> None:
+    device = Device(0, "x", 7, 0)  # 0.3 of 7 truncates to 2
+    loads = {("ns", "p"): DeclaredLoad(utilization=(40, 40))}  # utilization only
+    assert reconcile([device], [claim("x")] * 3, 0.3, loads).readings[0] == MemoryReading(6, 1)

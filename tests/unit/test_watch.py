@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from allocwatch import watch
+from allocwatch.activity import Band
+from allocwatch.declaredload import DeclaredLoad
 from allocwatch.document import count_nodes, parse_document
 from allocwatch.goyaml import MAX_NODES
 from allocwatch.metrics import Metrics, PollOutcome
@@ -24,7 +26,7 @@ from allocwatch.watch import Watcher
 from devtools.waiting import wait_until
 from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.support.rig import FULL, HALF, IDLE, expected, memory
-from tests.support.stublister import StubLister, dra_claim, gpu_claim
+from tests.support.stublister import StubLister, StubLoads, dra_claim, gpu_claim
 
 OK, LIST_ERROR = PollOutcome.OK, PollOutcome.LIST_ERROR
 PUBLISH_ERROR, NO_PROFILE = PollOutcome.PUBLISH_ERROR, PollOutcome.NO_PROFILE
@@ -39,6 +41,7 @@ class Loop:
         interval: float = 0.5,
         processes: bool = True,
         activity: bool = True,
+        declared: StubLoads | None = None,
     ) -> None:
         self.lister = StubLister()
         self.profile = driver_root / "config" / "config.yaml"
@@ -53,6 +56,7 @@ class Loop:
             metrics=self.metrics,
             processes=processes,
             activity=activity,
+            declared=declared,
         )
 
     def poll(self) -> PollOutcome:
@@ -714,3 +718,53 @@ def test_a_profile_without_power_leaves_it_alone_and_says_so_once(
         assert loop.poll() == OK
         assert dynamic(loop, 1)["power"] == {"base_mw": 5}
     assert caplog.text.count("device 1 power: left alone (the profile has no power block)") == 1
+
+
+# ---- declared loads -----------------------------------------------------------------
+
+
+def test_declared_loads_move_memory_processes_and_activity(driver_root: Path) -> None:
+    loads = StubLoads()
+    loop = Loop(driver_root, declared=loads)
+    shared = A100_UUIDS[5]
+    loop.lister.set_claims(
+        [
+            gpu_claim("ml", "infer", shared + "::0"),
+            gpu_claim("ml", "train", shared + "::1"),
+            gpu_claim("ml", "plain", A100_UUIDS[6]),
+        ]
+    )
+    loads.declare("ml", "infer", DeclaredLoad(memory_bytes=4 * 2**30, utilization=Band(40, 40)))
+    loads.declare("ml", "train", DeclaredLoad(memory_fraction=0.25, utilization=Band(95, 95)))
+    assert loop.poll() == OK
+    quarter = int(float(A100_APERTURE) * 0.25)
+    assert memory(loop.overrides)["5"]["used_bytes"] == 4 * 2**30 + quarter
+    assert memory(loop.overrides)["6"] == HALF  # the plain pod: the defaults
+    entries = {e["name"]: e for e in loop.document()["devices"]["5"]["processes"]}
+    assert entries["ml/infer/main"]["used_memory_mib"] == 4 * 1024
+    assert entries["ml/infer/main"]["sm_util"] < entries["ml/train/main"]["sm_util"]
+    assert dynamic(loop, 5)["utilization"]["gpu_min"] == 97  # 1 - 0.6 x 0.05
+    writes = loop.metric("allocwatch_writes_total")
+    loop.poll()
+    assert loop.metric("allocwatch_writes_total") == writes
+    loads.declare("ml", "infer", DeclaredLoad(utilization=Band(0, 0)))  # an edited annotation
+    assert loop.poll() == OK
+    assert memory(loop.overrides)["5"]["used_bytes"] == A100_HALF + quarter
+    assert dynamic(loop, 5)["utilization"]["gpu_min"] == 95
+
+
+def test_stale_annotations_keep_the_last_known_and_follow_the_kubelet(driver_root: Path) -> None:
+    loads = StubLoads()
+    loop = Loop(driver_root, declared=loads)
+    loads.declare("ml", "train", DeclaredLoad(memory_fraction=1.0))
+    loop.lister.set_claims([gpu_claim("ml", "train", A100_UUIDS[1])])
+    assert loop.poll() == OK and loop.shows({1: FULL})
+    loads.go_stale("the API server is away")
+    assert loop.poll() == OK and loop.shows({1: FULL})  # the last known annotations
+    assert loop.metric("allocwatch_declared_load_stale") == 1
+    assert loop.watcher.ready()[0]  # still ready: the API server is a hint, not a dependency
+    loop.lister.set_claims([])  # the pod is deleted while the API server is away
+    assert loop.poll() == OK and loop.shows({})
+    loads.go_stale(None)
+    loop.poll()
+    assert loop.metric("allocwatch_declared_load_stale") == 0

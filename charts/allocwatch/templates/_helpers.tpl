@@ -59,3 +59,8 @@ written as the integer it is (the schema caps it where float64 stays exact).
 {{- printf "%s:%v" .Values.image.repository $tag }}
 {{- with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
+
+{{/* "true" when the declared-load watch is on, else empty. */}}
+{{- define "allocwatch.declaredLoad" -}}
+{{- if dig "enabled" false (.Values.declaredLoad | default dict) }}true{{ end }}
+{{- end }}
