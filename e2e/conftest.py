@@ -179,9 +179,9 @@ def gpu_pods(deployed: Stack, request: pytest.FixtureRequest) -> Iterator[GpuPod
     created: list[str] = []
     base = request.node.name.split("[")[0].replace("_", "-").lower()[:40].strip("-")
 
-    def create(gpus: int = 1) -> str:
+    def create(gpus: int = 1, annotations: dict[str, str] | None = None) -> str:
         name = f"{base}-{len(created)}"
-        deployed.workloads.create(name, gpus)
+        deployed.workloads.create(name, gpus, annotations)
         created.append(name)
         return name
 

@@ -20,7 +20,7 @@ class GpuWorkloads:
         # the pods' command; None: the template's, which prints NVIDIA_VISIBLE_DEVICES
         self.command = command
 
-    def create(self, name: str, gpus: int = 1) -> None:
+    def create(self, name: str, gpus: int = 1, annotations: dict[str, str] | None = None) -> None:
         self.pods.kubectl.apply(
             render(
                 "gpu-pod.yaml.j2",
@@ -31,8 +31,13 @@ class GpuWorkloads:
                 resource_name=self.resource,
                 gpus=gpus,
                 command=self.command,
+                annotations=annotations,
             )
         )
+
+    def annotate(self, name: str, key: str, value: str) -> None:
+        self.pods.kubectl.run("annotate", "-n", self.pods.namespace, f"pod/{name}",
+                              f"{key}={value}", "--overwrite")  # fmt: skip
 
     def visible_devices(self, name: str, timeout: float = 120) -> list[str]:
         """Wait for the pod to run and return the UUIDs in its NVIDIA_VISIBLE_DEVICES."""
