@@ -16,9 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def start_watcher(
-    kubelet: FakePodResourcesLister, driver_root: Path, interval: str, repo: Path = REPO
+    kubelet: FakePodResourcesLister,
+    driver_root: Path,
+    interval: str,
+    repo: Path = REPO,
+    extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[str], int]:
-    """Start `repo`'s CLI; return it and the port of its metrics endpoint."""
+    """Start `repo`'s CLI (with `extra` flags and `env`); return it and its metrics port."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -32,10 +37,12 @@ def start_watcher(
             interval,
             "--metrics-address",
             "127.0.0.1:0",
+            *(extra or []),
         ],
         stderr=subprocess.PIPE,
         text=True,
         cwd=repo,
+        env=env,
     )
     assert proc.stderr is not None
     for line in proc.stderr:

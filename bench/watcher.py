@@ -4,12 +4,17 @@ For each interval: 110 pods on 8 GPUs, 100 scripted allocation changes, and an
 idle window. Reports change→file latency (p50/p95), CPU per poll, peak RSS and
 file writes per minute idle and busy, as a Markdown table. A last row runs the
 default interval at scale: 2,000 claims (250 time-sliced replicas a GPU, a
-pod each), where an idle poll must cost about what it costs with 16.
+pod each), where an idle poll must cost about what it costs with 16. With
+--declared-load, one more row runs the default interval with the option on:
+every one of the 110 pods annotated on a real kube-apiserver (the local
+cluster's build), declaring a utilization band, so the memory expected is
+unchanged and the cost is the watch's and the loads' alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import random
@@ -20,18 +25,23 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from allocwatch.document import parse_document
 from allocwatch.durations import parse_duration
+from allocwatch.flags import DEFAULT_INTERVAL
 from allocwatch.profile import Device
 from allocwatch.profilesource import load_devices
 from bench.filewrites import FileWrites
 from bench.launch import expected_used, kill_if_running, start_watcher
 from bench.proc import cpu_seconds, peak_rss_mib, thread_cpu_seconds
 from devtools.documents import memory
+from devtools.kubeapiserver import ApiServer, locate
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,8 +129,44 @@ class FileReadings:
         return self._used
 
 
+def annotated(pods: list[dict[str, Any]], node: str) -> str:
+    """The pods, as manifests bound to `node`, each declaring a utilization band."""
+    return yaml.safe_dump_all(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": p["name"],
+                "namespace": p["namespace"],
+                "annotations": {"allocwatch.dev/gpu-utilization": f"{i % 50}-{i % 50 + 40}"},
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]},
+        }
+        for i, p in enumerate(pods)
+    )
+
+
+@contextlib.contextmanager
+def declared_load(pods: list[dict[str, Any]]) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """A kube-apiserver holding `pods` annotated; the watcher's flags and environment."""
+    with (
+        tempfile.TemporaryDirectory(prefix="awb-api-") as tmp,
+        ApiServer(locate(), Path(tmp)) as api,
+    ):
+        for namespace in sorted({p["namespace"] for p in pods} - {"default"}):
+            api.kubectl("create", "namespace", namespace)
+        api.kubectl("apply", "-f", "-", stdin=annotated(pods, "bench-node"))
+        extra = ["--declared-load", "--kubeconfig", str(api.kubeconfig)]
+        yield extra, {**os.environ, "NODE_NAME": "bench-node"}
+
+
 def run_interval(
-    interval: str, changes: int, idle_s: float, seed: int, replicas: int = REPLICAS
+    interval: str,
+    changes: int,
+    idle_s: float,
+    seed: int,
+    replicas: int = REPLICAS,
+    declared: bool = False,
 ) -> Result:
     tmp = Path(tempfile.mkdtemp(prefix="awb-", dir="/tmp"))
     proc = None
@@ -136,68 +182,74 @@ def run_interval(
             base = background_pods(max(0, NODE_PODS - len(gpu_pods)))
             active = [True] * len(gpu_pods)
             kubelet.set_pods(base + gpu_pods)
-            proc, port = start_watcher(kubelet, tmp / "driver", interval)
-            deadline = time.monotonic() + 10
-            while not target.exists():
-                assert time.monotonic() < deadline, "no first publish"
-                time.sleep(0.005)
+            with contextlib.ExitStack() as api:
+                extra, env = (
+                    api.enter_context(declared_load(base + gpu_pods)) if declared else ([], None)
+                )
+                proc, port = start_watcher(kubelet, tmp / "driver", interval, extra=extra, env=env)
+                deadline = time.monotonic() + 10
+                while not target.exists():
+                    assert time.monotonic() < deadline, "no first publish"
+                    time.sleep(0.005)
 
-            def expected() -> dict[str, int]:
-                counts = {d.index: 0 for d in devices}
-                for i, on in enumerate(active):  # pod i is on devices[i // replicas]
-                    counts[devices[i // replicas].index] += on
-                return {str(d.index): expected_used(d, counts[d.index]) for d in devices}
+                def expected() -> dict[str, int]:
+                    counts = {d.index: 0 for d in devices}
+                    for i, on in enumerate(active):  # pod i is on devices[i // replicas]
+                        counts[devices[i // replicas].index] += on
+                    return {str(d.index): expected_used(d, counts[d.index]) for d in devices}
 
-            readings = FileReadings(target)
-            # Writes are counted on the file itself (inotify), not taken from
-            # the watcher's own counter.
-            writes = FileWrites(target)
-            # idle window
-            writes.drain()
-            w0 = writes.writes
-            m0, c0 = scrape(port), cpu_seconds(proc.pid)
-            main0 = thread_cpu_seconds(proc.pid, proc.pid)
-            time.sleep(idle_s)
-            # The CPU clocks before each scrape: serving /metrics is the
-            # benchmark's cost, not a poll's (1.5-2.6 ms of the watcher's CPU each).
-            c1, main1 = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
-            m1 = scrape(port)
-            idle_polls = polls(m1) - polls(m0)
-            writes.drain()
-            idle_writes = writes.writes - w0
+                readings = FileReadings(target)
+                # Writes are counted on the file itself (inotify), not taken from
+                # the watcher's own counter.
+                writes = FileWrites(target)
+                # idle window
+                writes.drain()
+                w0 = writes.writes
+                m0, c0 = scrape(port), cpu_seconds(proc.pid)
+                main0 = thread_cpu_seconds(proc.pid, proc.pid)
+                time.sleep(idle_s)
+                # The CPU clocks before each scrape: serving /metrics is the
+                # benchmark's cost, not a poll's (1.5-2.6 ms of the watcher's CPU each).
+                c1, main1 = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
+                m1 = scrape(port)
+                idle_polls = polls(m1) - polls(m0)
+                writes.drain()
+                idle_writes = writes.writes - w0
 
-            # busy: scripted changes, each at a random phase of the poll cycle
-            seconds = parse_duration(interval)
-            latencies = []
-            wb0 = writes.writes
-            b0, busy_start = scrape(port), time.monotonic()
-            c1b, main1b = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
-            for _ in range(changes):
-                time.sleep(rng.uniform(0, seconds))
-                i = rng.randrange(len(gpu_pods))
-                active[i] = not active[i]
-                kubelet.set_pods(base + [p for p, on in zip(gpu_pods, active, strict=True) if on])
-                t0 = time.monotonic()
-                want = expected()
-                # Re-read the file only when it is written, rather than polling
-                # it on the cores the watcher is being measured on.
-                if not writes.wait_for(readings.used, want, 10 * seconds + 5):
-                    raise RuntimeError("change never reached the file")
-                latencies.append(time.monotonic() - t0)
-            busy_s = time.monotonic() - busy_start
-            c2, main2 = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
-            b1 = scrape(port)
-            busy_polls = polls(b1) - polls(b0)
-            writes.drain()
-            busy_writes = writes.writes - wb0
-            rss = peak_rss_mib(proc.pid)
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=10)
-            writes.close()
+                # busy: scripted changes, each at a random phase of the poll cycle
+                seconds = parse_duration(interval)
+                latencies = []
+                wb0 = writes.writes
+                b0, busy_start = scrape(port), time.monotonic()
+                c1b, main1b = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
+                for _ in range(changes):
+                    time.sleep(rng.uniform(0, seconds))
+                    i = rng.randrange(len(gpu_pods))
+                    active[i] = not active[i]
+                    kubelet.set_pods(
+                        base + [p for p, on in zip(gpu_pods, active, strict=True) if on]
+                    )
+                    t0 = time.monotonic()
+                    want = expected()
+                    # Re-read the file only when it is written, rather than polling
+                    # it on the cores the watcher is being measured on.
+                    if not writes.wait_for(readings.used, want, 10 * seconds + 5):
+                        raise RuntimeError("change never reached the file")
+                    latencies.append(time.monotonic() - t0)
+                busy_s = time.monotonic() - busy_start
+                c2, main2 = cpu_seconds(proc.pid), thread_cpu_seconds(proc.pid, proc.pid)
+                b1 = scrape(port)
+                busy_polls = polls(b1) - polls(b0)
+                writes.drain()
+                busy_writes = writes.writes - wb0
+                rss = peak_rss_mib(proc.pid)
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+                writes.close()
         q = statistics.quantiles(latencies, n=100)
         idle_n, busy_n = max(1.0, idle_polls), max(1.0, busy_polls)
         return Result(
-            interval=interval,
+            interval=interval + (", declared load" if declared else ""),
             claims=len(gpu_pods),
             p50_ms=statistics.median(latencies) * 1e3,
             p95_ms=q[94] * 1e3,
@@ -238,6 +290,12 @@ def main() -> None:
         "--runs", type=int, default=1, help="runs per interval; each cell is their median"
     )
     parser.add_argument(
+        "--declared-load",
+        action="store_true",
+        help="one more row at the default interval with --declared-load on (needs the local "
+        "cluster's kube-apiserver build: hack/cluster/build.sh)",
+    )
+    parser.add_argument(
         "--scale-interval",
         default="500ms",
         help="the interval of the 2,000-claim row; empty skips it",
@@ -250,13 +308,15 @@ def main() -> None:
         flush=True,
     )
     rows = []
-    plan = [(interval, REPLICAS) for interval in args.intervals.split(",") if interval]
+    plan = [(interval, REPLICAS, False) for interval in args.intervals.split(",") if interval]
     if args.scale_interval:
-        plan.append((args.scale_interval, SCALE_REPLICAS))
-    for interval, replicas in plan:
+        plan.append((args.scale_interval, SCALE_REPLICAS, False))
+    if args.declared_load:
+        plan.append((DEFAULT_INTERVAL, REPLICAS, True))
+    for interval, replicas, declared in plan:
         runs = []
         for n in range(args.runs):
-            run = run_interval(interval, args.changes, args.idle, args.seed + n, replicas)
+            run = run_interval(interval, args.changes, args.idle, args.seed + n, replicas, declared)
             runs.append(run)
             print(f"  {interval}: run {n + 1}/{args.runs} done", file=sys.stderr, flush=True)
         rows.append(median_result(runs))
