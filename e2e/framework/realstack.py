@@ -124,8 +124,8 @@ class RealStack:
         self.watcher.wait_gone(WATCHER_LABELS)
 
     # ------------------------------------------------------------ workloads
-    def start_pod(self, name: str, gpus: int = 1) -> str:
-        self.workloads.create(name, gpus)
+    def start_pod(self, name: str, gpus: int = 1, annotations: dict[str, str] | None = None) -> str:
+        self.workloads.create(name, gpus, annotations)
         wait_until(lambda: self._ready(name), 90, f"pod {name} Ready", diagnostics=self.diagnostics)
         return name
 
