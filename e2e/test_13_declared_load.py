@@ -26,11 +26,7 @@ def shared_uuid(deployed: Stack, expect: Expectation) -> Iterator[str]:
     """The largest GPU advertised three times (`::0`..`::2`), every other one unhealthy:
     the only allocatable ids, so every pod lands on it."""
     shared = max(expect.uuids, key=lambda u: expect.aperture(expect.index_of(u)))
-    args = ["--replicas", "3"]
-    for uuid in expect.uuids:
-        if uuid != shared:
-            args += ["--unhealthy", uuid]
-    deployed.plugin.deploy(args, allocatable=3, capacity=3 * len(expect.uuids))
+    deployed.plugin.only(expect.uuids, shared, replicas=3)
     yield shared
     n = len(expect.uuids)
     deployed.plugin.deploy(DEFAULT_PLUGIN_ARGS, allocatable=n, capacity=n)

@@ -18,11 +18,7 @@ from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Stack
 @pytest.fixture
 def shared_uuid(deployed: Stack, expect: Expectation) -> Iterator[str]:
     shared = expect.uuids[1 if len(expect.uuids) > 1 else 0]
-    args = ["--replicas", "2"]
-    for uuid in expect.uuids:
-        if uuid != shared:
-            args += ["--unhealthy", uuid]
-    deployed.plugin.deploy(args, allocatable=2, capacity=2 * len(expect.uuids))
+    deployed.plugin.only(expect.uuids, shared, replicas=2)
     yield shared
     n = len(expect.uuids)
     deployed.plugin.deploy(DEFAULT_PLUGIN_ARGS, allocatable=n, capacity=n)

@@ -57,6 +57,15 @@ class FakeDevicePlugin:
             diagnostics=self.pods.diagnostics,
         )
 
+    def only(self, uuids: list[str], shared: str, replicas: int) -> None:
+        """`shared` advertised `replicas` times, every other GPU unhealthy: every GPU pod
+        lands on it."""
+        args = ["--replicas", str(replicas)]
+        for uuid in uuids:
+            if uuid != shared:
+                args += ["--unhealthy", uuid]
+        self.deploy(args, allocatable=replicas, capacity=replicas * len(uuids))
+
     def pod(self) -> str:
         return self.pods.wait_ready(LABELS, timeout=60)
 

@@ -34,26 +34,3 @@ def test_activity_values_reach_the_watcher(
     assert parsed.activity is enabled
     if band is not None:
         assert parsed.busy_utilization == band
-
-
-@pytest.mark.parametrize(
-    ("values", "path", "message"),
-    [
-        ({"activity": {"enabled": "false"}}, "/activity/enabled", "want boolean"),
-        (
-            {"activity": {"busyUtilization": "70 to 90"}},
-            "/activity/busyUtilization",
-            "does not match",
-        ),
-        ({"activity": {"busyUtilization": "101"}}, "/activity/busyUtilization", "does not match"),
-        ({"activity": {"busyUtilization": 101}}, "/activity/busyUtilization", "maximum"),
-        ({"activity": {"busy": "70-90"}}, "/activity", "additional properties 'busy'"),
-    ],
-)
-def test_schema_rejects_a_bad_activity_value(
-    helm: Helm, values: dict[str, Any], path: str, message: str
-) -> None:
-    result = helm.template(values)
-    assert result.returncode != 0, f"accepted {values}"
-    assert f"at '{path}'" in result.stderr, result.stderr
-    assert message in result.stderr, result.stderr

@@ -29,23 +29,6 @@ def test_processes_value_reaches_the_watcher(
     assert build_parser().parse_args(args).processes is enabled
 
 
-@pytest.mark.parametrize(
-    ("values", "path", "message"),
-    [
-        ({"processes": {"enabled": "false"}}, "/processes/enabled", "want boolean"),
-        ({"processes": {"enable": False}}, "/processes", "additional properties 'enable'"),
-        ({"processes": False}, "/processes", "want object"),
-    ],
-)
-def test_schema_rejects_a_bad_processes_value(
-    helm: Helm, values: dict[str, Any], path: str, message: str
-) -> None:
-    result = helm.template(values)
-    assert result.returncode != 0, f"accepted {values}"
-    assert f"at '{path}'" in result.stderr, result.stderr
-    assert message in result.stderr, result.stderr
-
-
 def test_set_flag_turns_processes_off(helm: Helm) -> None:
     result = helm.template(None, "--set", "processes.enabled=false")
     assert "--no-processes" in container(result.objects())["args"]

@@ -68,6 +68,21 @@ SCHEMA_ERROR = "values don't meet the specifications of the schema"
         ),
         ({"startupProbe": {"successThreshold": 2}}, "/startupProbe/successThreshold", "must be 1"),
         ({"intervall": "2s"}, "", "additional properties 'intervall' not allowed"),
+        ({"activity": {"enabled": "false"}}, "/activity/enabled", "want boolean"),
+        (
+            {"activity": {"busyUtilization": "70 to 90"}},
+            "/activity/busyUtilization",
+            "does not match",
+        ),
+        ({"activity": {"busyUtilization": "101"}}, "/activity/busyUtilization", "does not match"),
+        ({"activity": {"busyUtilization": 101}}, "/activity/busyUtilization", "maximum"),
+        ({"activity": {"busy": "70-90"}}, "/activity", "additional properties 'busy'"),
+        ({"declaredLoad": {"enabled": "yes"}}, "/declaredLoad/enabled", "want boolean"),
+        ({"declaredLoad": True}, "/declaredLoad", "want object"),
+        ({"declaredLoad": {"enable": True}}, "/declaredLoad", "additional properties 'enable'"),
+        ({"processes": {"enabled": "false"}}, "/processes/enabled", "want boolean"),
+        ({"processes": {"enable": False}}, "/processes", "additional properties 'enable'"),
+        ({"processes": False}, "/processes", "want object"),
     ],
 )
 def test_schema_rejects(helm: Helm, values: dict[str, Any], path: str, message: str) -> None:

@@ -9,11 +9,13 @@ reported as a failure instead, so `make interop` can only pass there by running.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from devtools.upstream import Upstream, UpstreamUnavailable, locate
+from tests.interop.probe import Probe
 from tests.support.ci import pytest_runtest_makereport  # noqa: F401  (no skips under CI)
 
 A100 = Path(__file__).resolve().parents[1] / "data" / "a100.yaml"
@@ -34,3 +36,14 @@ def config_dir(tmp_path: Path) -> Path:
     d.mkdir(parents=True)
     shutil.copy(A100, d / "config.yaml")
     return d
+
+
+@pytest.fixture
+def probe(upstream: Upstream, config_dir: Path, tmp_path: Path) -> Iterator[Probe]:
+    p = Probe(
+        upstream, config_dir / "config.yaml", config_dir / "overrides.yaml", tmp_path / "nvml.log"
+    )
+    try:
+        yield p
+    finally:
+        p.close()

@@ -8,121 +8,22 @@ watcher runs as the CLI against a fake kubelet.
 
 from __future__ import annotations
 
-import json
-import os
-import select
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from devtools.documents import load, memory
 from devtools.podresources import FakePodResourcesLister, gpu_pod
-from devtools.upstream import REPO, Upstream
+from devtools.upstream import REPO
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
+from tests.interop.probe import TTL_S, Probe, nvml_memory
 
 TOTAL = 42949672960
 RESERVED = 611319808
-TTL_S = 0.1
 INTERVAL = "100ms"
-
-
-class Probe:
-    def __init__(self, upstream: Upstream, config: Path, overrides: Path, log: Path) -> None:
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (str(upstream.lib_dir), env.get("LD_LIBRARY_PATH", "")) if p
-        )
-        env["MOCK_NVML_CONFIG"] = str(config)
-        env["MOCK_NVML_OVERRIDES"] = str(overrides)
-        env["MOCK_NVML_OVERRIDES_TTL"] = f"{int(TTL_S * 1000)}ms"
-        env["PYTHONPATH"] = str(REPO)
-        self.log = log
-        self._stderr = log.open("w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.interop.nvml_probe"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            bufsize=1,
-            cwd=REPO,
-            env=env,
-        )
-        first = self._line()
-        assert first.get("ready") == 8, f"NVML did not come up: {first} {self.log.read_text()}"
-
-    def _line(self, timeout: float = 30.0) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, f"NVML probe did not answer within {timeout}s: {self.log.read_text()}"
-        line = self.proc.stdout.readline()
-        assert line, f"NVML probe exited {self.proc.poll()}: {self.log.read_text()}"
-        out: dict[str, Any] = json.loads(line)
-        return out
-
-    def read(self) -> list[dict[str, Any]]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        out = self._line()
-        assert "error" not in out, f"NVML error: {out['error']}"
-        devices: list[dict[str, Any]] = out["devices"]
-        return devices
-
-    def read_processes(self) -> dict[str, Any]:
-        """Each device's compute processes, read with a sized buffer (see nvml_probe)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("processes\n")
-        self.proc.stdin.flush()
-        out = self._line()
-        assert "error" not in out, f"NVML error: {out['error']}"
-        return out
-
-    def read_activity(self) -> list[dict[str, Any]]:
-        """Each device's utilization, power, temperature and process samples (nvml_probe)."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("activity\n")
-        self.proc.stdin.flush()
-        out = self._line()
-        assert "error" not in out, f"NVML error: {out['error']}"
-        activity: list[dict[str, Any]] = out["activity"]
-        return activity
-
-    def close(self) -> None:
-        if self.proc.stdin:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout:
-            self.proc.stdout.close()
-        self._stderr.close()
-
-
-@pytest.fixture
-def probe(upstream: Upstream, config_dir: Path, tmp_path: Path) -> Iterator[Probe]:
-    p = Probe(
-        upstream, config_dir / "config.yaml", config_dir / "overrides.yaml", tmp_path / "nvml.log"
-    )
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-def nvml_memory(dev: dict[str, Any]) -> tuple[int, int]:
-    """(used, free) as NVML reports them, after checking v1 and v2 agree."""
-    v1, v2 = dev["v1"], dev["v2"]
-    assert (v1["used"], v1["free"]) == (v2["used"], v2["free"]), dev
-    return v1["used"], v1["free"]
 
 
 def expect_unchanged_capacity(devices: list[dict[str, Any]]) -> None:

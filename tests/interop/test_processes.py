@@ -25,7 +25,7 @@ from devtools.documents import load
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import REPO, Upstream
 from tests.conftest import A100_HALF, A100_UUIDS
-from tests.interop.test_nvml import Probe
+from tests.interop.probe import Probe
 
 MIB = 2**20
 # The profile's own processes: one on GPU 0, two on GPU 3.

@@ -16,7 +16,7 @@ from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import Ctl, Upstream
 from devtools.waiting import wait_until
 from tests.conftest import A100_APERTURE, A100_UUIDS
-from tests.interop.test_nvml import Probe, nvml_memory
+from tests.interop.probe import Probe, nvml_memory
 from tests.interop.watching import watching
 
 IDLE = {str(i): 0 for i in range(8)}
@@ -80,10 +80,10 @@ def test_hostile_names_leave_ctl_working_and_cost_no_fixup_write(
         names = {i: entries[0]["name"] for i, entries in processes(load(overrides)).items()}
         assert set(names.values()) == {"ml/p\ufffd/main"}
         assert ctl.run("status").returncode == 0
+        writes = w.metric("allocwatch_writes_total")  # counted before the edit: any after is one
         ctl.ok("temp", "--gpu", "7", "61")  # ctl rewrites the whole file
         after = {i: e[0]["name"] for i, e in processes(load(overrides)).items()}
         assert after == names  # its round trip keeps them
-        writes = w.metric("allocwatch_writes_total")
         polls = w.metric("allocwatch_polls_total")
         wait_until(lambda: w.metric("allocwatch_polls_total") > polls + 10, 30, "10 more polls")
         assert w.metric("allocwatch_writes_total") == writes  # no fix-up write
