@@ -29,3 +29,12 @@ def test_a_given_command_replaces_the_loop_and_no_gpus_requests_none() -> None:
     container = pod(gpus=0, command=["sh", "-c", "sleep infinity"])
     assert container["command"] == ["sh", "-c", "sleep infinity"]
     assert "args" not in container and "resources" not in container
+
+
+def test_annotations_are_the_pods_own() -> None:
+    notes = {"allocwatch.dev/gpu-memory": "2Gi", "allocwatch.dev/gpu-utilization": "40"}
+    annotated = yaml.safe_load(render("gpu-pod.yaml.j2", **POD, gpus=1, annotations=notes))
+    kubernetes_validate.validate(annotated, "1.35.0", strict=True)
+    assert annotated["metadata"]["annotations"] == notes
+    plain = yaml.safe_load(render("gpu-pod.yaml.j2", **POD, gpus=1))
+    assert "annotations" not in plain["metadata"]
