@@ -1,16 +1,19 @@
 """Where the cluster comes from: kind, an existing KUBECONFIG, or the offline harness.
 
 A provider yields a kubeconfig, the two image references the cluster can run
-(`ALLOCWATCH_IMAGE`, `FAKEPLUGIN_IMAGE`), and a way to restart a node's kubelet.
+(`ALLOCWATCH_IMAGE`, `FAKEPLUGIN_IMAGE`), and ways to restart a node's kubelet
+and to stop the API server for a while.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +74,16 @@ class Provider:
     def restart_kubelet(self, node: str) -> None:
         raise NotImplementedError(self.kubelet_restart_unsupported())
 
+    def api_server_stop_unsupported(self) -> str | None:
+        """Why api_server_stopped cannot work here, or None when it can."""
+        return f"the {self.name} provider cannot stop the API server"
+
+    @contextlib.contextmanager
+    def api_server_stopped(self) -> Iterator[None]:
+        """The API server stopped for the block, and back (ready) after it."""
+        raise NotImplementedError(self.api_server_stop_unsupported())
+        yield
+
 
 class ExistingProvider(Provider):
     """Any cluster: KUBECONFIG (or ~/.kube/config), images from the environment.
@@ -107,7 +120,8 @@ class LocalProvider(Provider):
     bash, the environment it leaves behind is read), else from its state
     directory: `admin.kubeconfig` and `images.env`. The harness's values win
     over our environment's. The kubelet is restarted with
-    `hack/cluster/restart-kubelet.sh`.
+    `hack/cluster/restart-kubelet.sh`, the API server stopped and started
+    with `hack/cluster/apiserver.sh`.
     """
 
     name = "local"
@@ -186,6 +200,18 @@ class LocalProvider(Provider):
         if not script.exists():
             raise RuntimeError(f"{script} does not exist: the local harness is incomplete")
         subprocess.run([str(script)], check=True, timeout=180, env=self.env)
+
+    def api_server_stop_unsupported(self) -> str | None:
+        return None
+
+    @contextlib.contextmanager
+    def api_server_stopped(self) -> Iterator[None]:
+        script = str(self.harness / "apiserver.sh")
+        subprocess.run([script, "stop"], check=True, timeout=120, env=self.env)
+        try:
+            yield
+        finally:
+            subprocess.run([script, "start"], check=True, timeout=180, env=self.env)
 
 
 class KindProvider(Provider):

@@ -76,6 +76,11 @@ class AllocwatchRelease:
         port = str(self.metrics_port)
         return float(self.pods.python(pod, script("watcher_metric"), port, sample))
 
+    def readyz(self, pod: str) -> tuple[int, str]:
+        """(HTTP status, body) of the watcher's /readyz, asked inside its pod."""
+        status, body = self.pods.python(pod, script("watcher_readyz"), str(self.metrics_port))
+        return int(status), str(body)
+
     def read_document(self) -> tuple[bool, Any]:
         """(exists, parsed overrides.yaml), read in the watcher pod."""
         # The pod name is cached between polls; a failed exec forgets it.

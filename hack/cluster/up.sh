@@ -89,31 +89,10 @@ else
 fi
 
 # ---------------------------------------------------------------- kube-apiserver
-# Listens on every address and advertises the node IP, the endpoint of the
-# "kubernetes" Service through which pods (nvml-mock's setup.sh labelling its
-# node) reach it via kube-proxy, as on a kind node.
 if pid_alive kube-apiserver; then
   log "kube-apiserver already running"
 else
-  log "starting kube-apiserver $K8S_VERSION"
-  start_daemon kube-apiserver "$K8S_BIN/kube-apiserver" \
-    --bind-address=0.0.0.0 --secure-port="$APISERVER_PORT" --advertise-address="$NODE_IP" \
-    --etcd-servers=http://127.0.0.1:2379 \
-    --service-cluster-ip-range="$SERVICE_CIDR" \
-    --client-ca-file="$PKI/ca.crt" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
-    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
-    --kubelet-certificate-authority="$PKI/ca.crt" \
-    --kubelet-preferred-address-types=InternalIP,Hostname \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$PKI/sa.pub" \
-    --service-account-signing-key-file="$PKI/sa.key" \
-    --authorization-mode=Node,RBAC \
-    --enable-admission-plugins=NodeRestriction \
-    --allow-privileged=true \
-    --profiling=false
-  wait_for kube-apiserver 90 apiserver_ok
+  start_apiserver
 fi
 
 # ---------------------------------------------------------------- controllers
