@@ -8,12 +8,13 @@ nodes and looks for the release's secrets and the DaemonSet, all by GET.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
+
+from tests.support.loopbackapi import serving
 
 CORE_RESOURCES = [
     {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node"},
@@ -96,26 +97,5 @@ def api_server(
     yields a kubeconfig that points at the server."""
     forbidden = set() if may_list_nodes else {"/api/v1/nodes"}
     handler = type("Handler", (_Handler,), {"answers": _answers(nodes), "forbidden": forbidden})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = workdir / f"kubeconfig-{server.server_address[1]}"
-    cluster = {"server": f"http://127.0.0.1:{server.server_address[1]}"}
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": cluster}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake",
-                "users": [{"name": "u", "user": {}}],
-            }
-        )
-    )
-    try:
+    with serving(handler, workdir, {}) as kubeconfig:
         yield kubeconfig
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

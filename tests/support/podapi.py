@@ -21,10 +21,12 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.loopbackapi import serving
 
 PodKey = tuple[str, str]
 EXPIRED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -221,30 +223,10 @@ def pod_api(workdir: Path) -> Iterator[tuple[PodApi, Path]]:
     """A running fake server, and a kubeconfig that points at it."""
     api = PodApi()
     handler = type("Handler", (_Handler,), {"api": api})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = workdir / f"kubeconfig-{server.server_address[1]}"
-    cluster = {"server": f"http://127.0.0.1:{server.server_address[1]}"}
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": cluster}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-                "current-context": "fake",
-                "users": [{"name": "u", "user": {"token": "t"}}],
-            }
-        )
-    )
-    try:
-        yield api, kubeconfig
-    finally:
-        with api.cond:
-            api.closing = True
-            api.cond.notify_all()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(handler, workdir, {"token": "t"}) as kubeconfig:
+        try:
+            yield api, kubeconfig
+        finally:
+            with api.cond:
+                api.closing = True
+                api.cond.notify_all()
