@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
-from .kubectl import Kubectl, KubectlError
+from .kubectl import Kubectl, KubectlError, run_checked
 
 PROC = Path("/proc")
 
@@ -71,17 +70,7 @@ class HostExec:
         env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
         namespaces = ["--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd"]
         cmd = ["nsenter", f"--target={pid}", *namespaces, "--", *argv]
-        try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd="/"
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise KubectlError(f"{' '.join(argv)} in {pod}: timed out after {timeout}s") from exc
-        if proc.returncode != 0:
-            raise KubectlError(
-                f"{' '.join(argv)} in {pod}: exit {proc.returncode}: {proc.stderr.strip()}"
-            )
-        return proc.stdout
+        return run_checked(cmd, f"{' '.join(argv)} in {pod}", env, timeout)
 
     def kill(self, namespace: str, pod: str) -> None:
         """SIGKILL every container of the pod: with restartPolicy Never it is over."""

@@ -16,6 +16,21 @@ class KubectlError(RuntimeError):
     pass
 
 
+def run_checked(
+    cmd: list[str], what: str, env: dict[str, str], timeout: float, input: str | None = None
+) -> str:
+    """`cmd`'s stdout; KubectlError naming `what` when it fails or times out."""
+    try:
+        proc = subprocess.run(
+            cmd, input=input, capture_output=True, text=True, timeout=timeout, env=env
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise KubectlError(f"{what}: timed out after {timeout}s") from exc
+    if proc.returncode != 0:
+        raise KubectlError(f"{what}: exit {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
 class Exec(Protocol):
     def exec(
         self,
@@ -50,18 +65,9 @@ class Kubectl:
         return env
 
     def run(self, *args: str, input: str | None = None, timeout: float = 60) -> str:
-        cmd = [self.binary, *args]
-        try:
-            proc = subprocess.run(
-                cmd, input=input, capture_output=True, text=True, timeout=timeout, env=self.env()
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise KubectlError(f"kubectl {' '.join(args)}: timed out after {timeout}s") from exc
-        if proc.returncode != 0:
-            raise KubectlError(
-                f"kubectl {' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}"
-            )
-        return proc.stdout
+        return run_checked(
+            [self.binary, *args], f"kubectl {' '.join(args)}", self.env(), timeout, input
+        )
 
     def get(self, *args: str) -> Any:
         return json.loads(self.run("get", *args, "-o", "json"))
