@@ -10,14 +10,11 @@ pods coming and going, and our temperature comes back after the pin is reset.
 
 from __future__ import annotations
 
-from e2e.framework.expected import Expectation, activity_blocks
+from e2e.framework.expected import Expectation, activity_blocks, temperature_pin
 from e2e.framework.stack import GpuPods, Stack
 
 WITHIN = 10.0
-PIN = {
-    "thermal": {"temperature_gpu_c": 61},
-    "dynamic_metrics": {"temperature": {"base_c": 61, "ramp_c": 0, "variance_c": 0}},
-}
+PIN = temperature_pin(61)
 
 
 def test_activity_follows_the_gpu_pods(

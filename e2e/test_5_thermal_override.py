@@ -1,4 +1,4 @@
-"""5. A foreign `thermal` override, written under nvml-mock's lock, survives our publishes.
+"""5. A foreign temperature pin, written under nvml-mock's lock, survives our publishes.
 
 The node helper plays a slow `nvml-mock-ctl`: it holds the lock while a GPU
 pod starts, so the watcher's publish must wait (and, after its lock timeout,
@@ -15,17 +15,17 @@ import pytest
 
 from allocwatch.metrics import PollOutcome
 from devtools.waiting import wait_until
-from e2e.framework.expected import Expectation, Processes, merged
+from e2e.framework.expected import Expectation, Processes, merged, temperature_pin
 from e2e.framework.stack import RESOURCE, GpuPods, Stack
 
-THERMAL = {"temperature_gpu_c": 85}
+PIN = temperature_pin(85)  # what `nvml-mock-ctl temp 85` writes
 # what the watcher counts when its publish could not take the lock in time
 BLOCKED = f'allocwatch_polls_total{{result="{PollOutcome.PUBLISH_ERROR}"}}'
 
 
 @pytest.fixture
 def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[dict[str, Any]]:
-    """`thermal` in every device's bucket, so wherever the pod lands its bucket has one.
+    """A temperature pin on every device, so wherever the pod lands its bucket has one.
 
     Yields the document as it was found, less our readings; it is put back afterwards.
     """
@@ -33,7 +33,7 @@ def thermal_everywhere(deployed: Stack, expect: Expectation) -> Iterator[dict[st
     with deployed.files.foreign_keys_restored(expect.idle()) as found:
         keys = [str(d.index) for d in expect.devices]
         deployed.files.patch_overrides(
-            {"devices": {k: {"thermal": THERMAL} for k in keys}, "all": {"performance_state": "P8"}}
+            {"devices": dict.fromkeys(keys, PIN), "all": {"performance_state": "P8"}}
         )
         yield found
 
@@ -47,19 +47,23 @@ def document(
 ) -> dict[str, Any]:
     """The whole file: what was there before, both writers' keys, nothing else.
 
-    THERMAL's temperature is what `nvml-mock-ctl temp` pins: our temperature
-    stays off every device, our utilization and power do not.
+    The pin's temperature stays on every device in place of ours; our
+    utilization and power do not yield to it.
     """
     processes = processes or {}
     activity = expect.activity(claims)
     ours = {
         "all": {"performance_state": state},
         "devices": {
-            index: {
-                "thermal": THERMAL,
-                "memory": memory,
-                "dynamic_metrics": {k: v for k, v in activity[index].items() if k != "temperature"},
-            }
+            index: merged(
+                PIN,
+                {
+                    "memory": memory,
+                    "dynamic_metrics": {
+                        k: v for k, v in activity[index].items() if k != "temperature"
+                    },
+                },
+            )
             | ({"processes": processes[index]} if index in processes else {})
             for index, memory in expect.readings(claims).items()
         },

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from devtools.waiting import wait_until
-from e2e.framework.expected import Expectation, memory_readings, merged
+from e2e.framework.expected import Expectation, memory_readings, merged, temperature_pin
 from e2e.framework.stack import GpuPods, Stack
 
 
@@ -28,11 +28,12 @@ def test_watcher_restart_keeps_readings_correct(
 
 def test_helm_uninstall_leaves_no_memory_keys(deployed: Stack, expect: Expectation) -> None:
     deployed.watcher.wait_readings(expect.idle(), 10, "an idle node")
-    # Another writer's keys, next to ours in every device's bucket: the cleanup
-    # must take exactly our two keys and leave the rest, file and lock included.
+    # Another writer's keys, next to ours in every device's bucket, a temperature
+    # pin among them: the cleanup must take exactly our keys (the pinned
+    # temperature is the pin's) and leave the rest, file and lock included.
     foreign = {
         "all": {"performance_state": "P8"},
-        "devices": {str(d.index): {"thermal": {"temperature_gpu_c": 70}} for d in expect.devices},
+        "devices": {str(d.index): temperature_pin(70) for d in expect.devices},
     }
     with deployed.files.foreign_keys_restored(expect.idle()) as found:
         deployed.files.patch_overrides(foreign)

@@ -170,6 +170,15 @@ def without_readings(
     return without(document, MEMORY + PROCESSES + ACTIVITY, devices={str(i) for i in published})
 
 
+def temperature_pin(celsius: int) -> dict[str, Any]:
+    """A device's keys as `nvml-mock-ctl temp <celsius>` writes them: the static
+    value, which marks the pin, and a zero-variance dynamic block, which shows it."""
+    return {
+        "thermal": {"temperature_gpu_c": celsius},
+        "dynamic_metrics": {"temperature": {"base_c": celsius, "ramp_c": 0, "variance_c": 0}},
+    }
+
+
 def merged(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """`patch` deep-merged into a copy of `base`, a null deleting its key (patch_overrides)."""
     out = copy.deepcopy(dict(base))
