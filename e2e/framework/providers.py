@@ -189,7 +189,12 @@ class LocalProvider(Provider):
 
 
 class KindProvider(Provider):
-    """A kind cluster made with pytest-kind, pinned kind/node versions, images built here."""
+    """A kind cluster made with pytest-kind, pinned kind/node versions, images built here.
+
+    The nodes run on Docker, or on the runtime KIND_EXPERIMENTAL_PROVIDER names
+    (hack/kind runs them on nerdctl); images are built and loaded through Docker
+    either way, as `kind load docker-image` reads them from it.
+    """
 
     name = "kind"
     KIND_VERSION = "v0.31.0"
@@ -214,20 +219,21 @@ class KindProvider(Provider):
         self.node_image = node_image or self.NODE_IMAGE
         self.keep_cluster = keep_cluster
         self.docker = self.env.get("DOCKER") or shutil.which("docker")
+        # where the node containers run: kind's own choice of runtime
+        self.node_runtime = self.env.get("KIND_EXPERIMENTAL_PROVIDER") or "docker"
         self._cluster = None
         self._created = False
 
     def _check_tools(self) -> None:
-        missing = [
-            n
-            for n, p in (
-                ("kind", self.kind_bin),
-                ("kubectl", self.kubectl_bin),
-                ("docker", self.docker),
-                ("helm", self.env.get("HELM") or shutil.which("helm")),
-            )
-            if not p
+        tools = [
+            ("kind", self.kind_bin),
+            ("kubectl", self.kubectl_bin),
+            ("docker", self.docker),
+            ("helm", self.env.get("HELM") or shutil.which("helm")),
         ]
+        if self.node_runtime != "docker":
+            tools.append((self.node_runtime, shutil.which(self.node_runtime)))
+        missing = [n for n, p in tools if not p]
         if missing:
             raise ProviderUnavailable(f"kind provider: {', '.join(missing)} not found on PATH")
         assert self.docker is not None
@@ -303,9 +309,10 @@ class KindProvider(Provider):
         return None
 
     def restart_kubelet(self, node: str) -> None:
-        assert self.docker is not None
+        runtime = self.docker if self.node_runtime == "docker" else self.node_runtime
+        assert runtime is not None
         subprocess.run(
-            [self.docker, "exec", node, "systemctl", "restart", "kubelet"], check=True, timeout=120
+            [runtime, "exec", node, "systemctl", "restart", "kubelet"], check=True, timeout=120
         )
 
 
