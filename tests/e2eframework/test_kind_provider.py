@@ -1,0 +1,63 @@
+"""The kind provider reaches its node through the runtime kind runs it on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e.framework.manifests import render
+from e2e.framework.providers import KindProvider, ProviderUnavailable
+
+NODE = "allocwatch-e2e-control-plane"
+
+
+def recorder(directory: Path, name: str) -> Path:
+    """An executable NAME that appends its arguments to NAME.log."""
+    path = directory / name
+    path.write_text(f'#!/bin/sh\necho "$@" >>"{directory / name}.log"\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_the_kubelet_restarts_through_docker_by_default(tmp_path: Path) -> None:
+    docker = recorder(tmp_path, "docker")
+    provider = KindProvider(env={"DOCKER": str(docker), "PATH": str(tmp_path)})
+    provider.restart_kubelet(NODE)
+    assert (tmp_path / "docker.log").read_text() == f"exec {NODE} systemctl restart kubelet\n"
+
+
+def test_the_kubelet_restarts_through_kinds_node_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder(tmp_path, "nerdctl")
+    docker = recorder(tmp_path, "docker")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    provider = KindProvider(env={"DOCKER": str(docker), "KIND_EXPERIMENTAL_PROVIDER": "nerdctl"})
+    provider.restart_kubelet(NODE)
+    assert (tmp_path / "nerdctl.log").read_text() == f"exec {NODE} systemctl restart kubelet\n"
+    assert not (tmp_path / "docker.log").exists()
+
+
+def test_a_missing_node_runtime_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = {name: str(recorder(tmp_path, name)) for name in ("kind", "kubectl", "docker", "helm")}
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    provider = KindProvider(
+        kind_bin=tools["kind"],
+        kubectl_bin=tools["kubectl"],
+        env={
+            "DOCKER": tools["docker"],
+            "HELM": tools["helm"],
+            "KIND_EXPERIMENTAL_PROVIDER": "nerdctl",
+        },
+    )
+    with pytest.raises(ProviderUnavailable, match=r"kind provider: nerdctl not found"):
+        provider._check_tools()
+
+
+def test_the_kind_config_lets_the_kubelet_run_on_cgroup_v1() -> None:
+    config = yaml.safe_load(render("kind-config.yaml.j2"))
+    patches = [yaml.safe_load(p) for p in config["kubeadmConfigPatches"]]
+    assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
+    assert [n["role"] for n in config["nodes"]] == ["control-plane"]
