@@ -155,10 +155,11 @@ realstack-smoke: venv
 containerd-smoke: venv
 	PYTHON=$(PY) hack/realstack/containerd-smoke.sh
 
-# Before anything is installed: every tool kind's e2e needs, checked in one
-# pass, and e2e-local named as the way without them.
+# Before anything is installed: how make e2e gets kind (Docker's, or as root
+# on Debian 12 kind on nerdctl built by hack/kind), else every tool it lacks,
+# named in one pass with the ways without them.
 e2e-preflight:
-	@DOCKER=$(DOCKER) hack/e2e-preflight.sh
+	@DOCKER=$(DOCKER) hack/e2e-preflight.sh >/dev/null
 
 ## demo: NVIDIA's nvml-mock, device plugin and allocwatch on the local cluster, left running (root)
 demo: helm cluster-up cluster-images
@@ -167,9 +168,11 @@ demo: helm cluster-up cluster-images
 demo-down: helm
 	HELM=$(HELM_BIN) PYTHONPATH=. $(PY) hack/demo.py down
 
-## e2e: end-to-end on kind (needs kind, docker and kubectl; e2e-local needs none)
+## e2e: end-to-end on kind: Docker's, or as root on Debian 12 kind on nerdctl built offline (hack/kind)
 e2e: e2e-preflight helm
-	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind
+	@if [ "$$(DOCKER=$(DOCKER) hack/e2e-preflight.sh 2>/dev/null)" = nerdctl ]; then \
+	  set -x; HELM=$(HELM_BIN) PYTHON=$(PY) hack/kind/e2e.sh; \
+	else set -x; HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind; fi
 
 ## e2e-local: end-to-end on the offline single-node cluster, both stacks (root, Debian 12; no kind)
 e2e-local: helm cluster-up cluster-images

@@ -12,6 +12,7 @@ what the demo shows is what CI checks.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -22,7 +23,7 @@ from e2e.framework.helm import Helm
 from e2e.framework.kubectl import Kubectl
 from e2e.framework.providers import LocalProvider, ProviderUnavailable
 from e2e.framework.realimages import RealImages
-from e2e.framework.realstack import NODE_VIEW, RealStack
+from e2e.framework.realstack import NODE_VIEW, SLEEP, RealStack
 
 NAMESPACE = "allocwatch-demo"
 # What nvml-mock's pods leave on the node when they are stopped uncleanly;
@@ -59,11 +60,15 @@ def up(real: RealStack) -> None:
     real.wait_rows({uuid: 1}, 60, "the pod's GPU to rise")
     print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # pod {pod} holds {uuid}\n")
     print(real.smi.table(NAMESPACE, NODE_VIEW))
-    manifest = (
-        '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"more"},"spec":{"containers":'
-        f'[{{"name":"main","image":"{real.images.nvml_mock}","command":["sleep","infinity"],'
-        '"resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}'
-    )
+    # The demo's pods leave on SIGTERM, so `kubectl delete pod` frees the GPU at once.
+    container = {
+        "name": "main",
+        "image": real.images.nvml_mock,
+        "command": SLEEP,
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    pod_spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "more"}}
+    manifest = json.dumps({**pod_spec, "spec": {"containers": [container]}}, separators=(",", ":"))
     print(
         f"""The stack is left running. Go on by hand, as root:
 

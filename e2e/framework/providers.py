@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from devtools.waiting import wait_until
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -215,7 +217,12 @@ class LocalProvider(Provider):
 
 
 class KindProvider(Provider):
-    """A kind cluster made with pytest-kind, pinned kind/node versions, images built here."""
+    """A kind cluster made with pytest-kind, pinned kind/node versions, images built here.
+
+    The nodes run on Docker, or on the runtime KIND_EXPERIMENTAL_PROVIDER names
+    (hack/kind runs them on nerdctl); images are built and loaded through Docker
+    either way, as `kind load docker-image` reads them from it.
+    """
 
     name = "kind"
     KIND_VERSION = "v0.31.0"
@@ -240,20 +247,21 @@ class KindProvider(Provider):
         self.node_image = node_image or self.NODE_IMAGE
         self.keep_cluster = keep_cluster
         self.docker = self.env.get("DOCKER") or shutil.which("docker")
+        # where the node containers run: kind's own choice of runtime
+        self.node_runtime = self.env.get("KIND_EXPERIMENTAL_PROVIDER") or "docker"
         self._cluster = None
         self._created = False
 
     def _check_tools(self) -> None:
-        missing = [
-            n
-            for n, p in (
-                ("kind", self.kind_bin),
-                ("kubectl", self.kubectl_bin),
-                ("docker", self.docker),
-                ("helm", self.env.get("HELM") or shutil.which("helm")),
-            )
-            if not p
+        tools = [
+            ("kind", self.kind_bin),
+            ("kubectl", self.kubectl_bin),
+            ("docker", self.docker),
+            ("helm", self.env.get("HELM") or shutil.which("helm")),
         ]
+        if self.node_runtime != "docker":
+            tools.append((self.node_runtime, shutil.which(self.node_runtime)))
+        missing = [n for n, p in tools if not p]
         if missing:
             raise ProviderUnavailable(f"kind provider: {', '.join(missing)} not found on PATH")
         assert self.docker is not None
@@ -328,11 +336,41 @@ class KindProvider(Provider):
     def kubelet_restart_unsupported(self) -> str | None:
         return None
 
+    def _node_exec(self, node: str, *argv: str) -> None:
+        runtime = self.docker if self.node_runtime == "docker" else self.node_runtime
+        assert runtime is not None
+        subprocess.run([runtime, "exec", node, *argv], check=True, timeout=120)
+
     def restart_kubelet(self, node: str) -> None:
-        assert self.docker is not None
-        subprocess.run(
-            [self.docker, "exec", node, "systemctl", "restart", "kubelet"], check=True, timeout=120
+        self._node_exec(node, "systemctl", "restart", "kubelet")
+
+    def api_server_stop_unsupported(self) -> str | None:
+        return None
+
+    def _api_server_ready(self) -> bool:
+        argv = [str(self.kubectl_bin), "--kubeconfig", str(self.kubeconfig)]
+        ready = subprocess.run(
+            [*argv, "get", "--raw", "/readyz", "--request-timeout=5s"],
+            capture_output=True,
+            timeout=30,
         )
+        return ready.returncode == 0
+
+    @contextlib.contextmanager
+    def api_server_stopped(self) -> Iterator[None]:
+        # kubeadm runs the API server as a static pod: its manifest moved out of
+        # the kubelet's directory stops it, moved back starts it. Stopping the
+        # node's container instead would take the kubelet and the pods with it.
+        node = f"{self.cluster_name}-control-plane"
+        manifest = "/etc/kubernetes/manifests/kube-apiserver.yaml"
+        parked = "/etc/kubernetes/kube-apiserver.yaml.stopped"
+        self._node_exec(node, "mv", manifest, parked)
+        try:
+            wait_until(lambda: not self._api_server_ready(), 120, "the API server to stop")
+            yield
+        finally:
+            self._node_exec(node, "mv", parked, manifest)
+            wait_until(self._api_server_ready, 180, "the API server to be ready again")
 
 
 def _older(version: str, floor: str) -> bool:

@@ -49,7 +49,9 @@ OVERLAY = "/opt/nvml-mock/driver/config"
 
 
 # nvml-mock's image has no Python: a shell that sleeps and leaves on SIGTERM
-SLEEP = ["sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"]
+# (`sleep infinity` alone, as PID 1, would ignore it and hold its GPU for the
+# grace period). No single quotes: make demo prints it inside them.
+SLEEP = ["sh", "-c", 'trap "exit 0" TERM; sleep infinity & wait']
 
 
 class RealStack:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse) the cluster's Go binaries:
 #   $CACHE/bin/k8s-<version>-<go>-<os>-<arch>-<inputs>/  kube-apiserver, kube-controller-manager,
-#                                                        kube-scheduler, kube-proxy, kubelet, kubectl
+#                                                        kube-scheduler, kube-proxy, kubelet, kubectl,
+#                                                        kubeadm
 #   $CACHE/bin/etcd-<version>-<go>-<os>-<arch>-<inputs>/ etcd
 #   $CACHE/bin/containerd-<version>-runc-<version>-<go>-<key>/ containerd 2.x,
 #                                                        its shim, ctr and runc
@@ -13,7 +14,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 go_env
 
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
+# kubeadm is for the kind node image (hack/kind), which kind configures with it.
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl kubeadm)
 
 build_k8s() {
   if [ -x "$K8S_BIN/kubelet" ]; then

@@ -68,7 +68,7 @@ BASE_IMAGE=localhost/bookworm-py:$key
 # with any other Docker on the machine. No bridge and no iptables rules: builds
 # use the host network. Started after containerd and told to use it, so
 # nothing else spawns a containerd.
-DOCKER_RUN=/run/allocwatch-cluster
+DOCKER_RUN=${ALLOCWATCH_DOCKER_RUN:-/run/allocwatch-cluster}
 export DOCKER_HOST=unix://$DOCKER_RUN/docker.sock
 docker_ok() { timeout 10 docker version; }
 if ! pid_alive dockerd; then
@@ -133,7 +133,9 @@ log "images ready in $(( $(date +%s) - started ))s; references in $STATE/images.
 
 # ---------------------------------------------------------------- 5. real stack
 # For `pytest e2e --stack=real` and `make demo`: nvml-mock's image and chart,
-# NVIDIA's device plugin image (hack/realstack/README.md).
+# NVIDIA's device plugin image (hack/realstack/README.md). hack/kind, which
+# runs the fake stack only, turns this off.
+[ "${ALLOCWATCH_REALSTACK_IMAGES:-1}" = 1 ] || exit 0
 for script in nvml-mock-image.sh device-plugin.sh; do
   out=$("$REPO_ROOT/hack/realstack/$script" --import) || die "hack/realstack/$script failed"
   while IFS='=' read -r var ref; do

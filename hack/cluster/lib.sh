@@ -29,7 +29,8 @@ K8S_VERSION=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$CL
 ETCD_VERSION=$(awk '$1 == "require" && $2 == "go.etcd.io/etcd/server/v3" {print $3}' "$CLUSTER_DIR/etcd/go.mod")
 
 NODE_NAME=${ALLOCWATCH_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
-CONTAINERD_SOCK=/run/containerd/containerd.sock
+# hack/kind runs its own containerd elsewhere (ALLOCWATCH_CONTAINERD_SOCK).
+CONTAINERD_SOCK=${ALLOCWATCH_CONTAINERD_SOCK:-/run/containerd/containerd.sock}
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.0.0.0/24
 APISERVER_PORT=6443

@@ -2,6 +2,7 @@
 """Pack a directory into a one-layer image tarball in `docker save` format.
 
     mkimage.py ROOTFS_DIR IMAGE_REF OUT.tar [--entrypoint JSON] [--cmd JSON]
+               [--env NAME=VALUE]... [--stop-signal SIGNAL]
 
 The tarball loads with `ctr -n k8s.io images import` or `docker load`; no
 Docker daemon or registry is involved. The layer is reproducible: entries are
@@ -49,6 +50,8 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--entrypoint", type=json.loads, default=None)
     ap.add_argument("--cmd", type=json.loads, default=None)
+    ap.add_argument("--env", action="append", default=[], help="NAME=VALUE, after PATH")
+    ap.add_argument("--stop-signal", default=None)
     args = ap.parse_args()
     if not stat.S_ISDIR(os.stat(args.rootfs).st_mode):
         ap.error(f"{args.rootfs} is not a directory")
@@ -59,7 +62,7 @@ def main() -> int:
         "architecture": "amd64",
         "os": "linux",
         "created": "1970-01-01T00:00:00Z",
-        "config": {"Env": [PATH_ENV], "WorkingDir": "/"},
+        "config": {"Env": [PATH_ENV, *args.env], "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
         "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "mkimage.py"}],
     }
@@ -67,6 +70,8 @@ def main() -> int:
         config["config"]["Entrypoint"] = args.entrypoint
     if args.cmd is not None:
         config["config"]["Cmd"] = args.cmd
+    if args.stop_signal is not None:
+        config["config"]["StopSignal"] = args.stop_signal
     config_bytes = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
     layer_name = f"{diff_id}/layer.tar"
