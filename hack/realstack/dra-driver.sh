@@ -72,7 +72,15 @@ if [ ! -f "$tarball" ]; then
   chmod 1777 "$rootfs/tmp"
   install -m 0755 "$upstream/gpu-kubelet-plugin" "$rootfs/usr/bin/gpu-kubelet-plugin"
   install -m 0755 "$hook" "$rootfs/usr/bin/nvidia-cdi-hook"
-  install -m 0755 "$upstream/kubelet-plugin-prestart.sh" "$rootfs/usr/bin/kubelet-plugin-prestart.sh"
+  # The init script's driver check runs the driver root's `nvidia-smi --version`,
+  # an option nvidia-smi gained after 535, the Debian one nvml-mock's image
+  # has (README.md): it asks for `-L` instead, which loads the same NVML.
+  # shellcheck disable=SC2016  # the script's own ${NV_PATH}, not ours
+  sed 's|"${NV_PATH}" --version$|"${NV_PATH}" -L|' "$upstream/kubelet-plugin-prestart.sh" >"$rootfs/prestart"
+  [ "$(grep -c '"${NV_PATH}" -L$' "$rootfs/prestart")" = 1 ] ||
+    die "kubelet-plugin-prestart.sh no longer runs \"\${NV_PATH}\" --version once: revisit the patch"
+  install -m 0755 "$rootfs/prestart" "$rootfs/usr/bin/kubelet-plugin-prestart.sh"
+  rm "$rootfs/prestart"
   install -m 0755 "$bash_bin" "$rootfs/usr/bin/bash"
   install -m 0755 "$BUSYBOX" "$rootfs/usr/bin/busybox"
   for applet in $("$BUSYBOX" --list); do
