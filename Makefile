@@ -174,7 +174,8 @@ e2e: e2e-preflight helm
 	  set -x; HELM=$(HELM_BIN) PYTHON=$(PY) hack/kind/e2e.sh; \
 	else set -x; HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=kind; fi
 
-## e2e-local: end-to-end on the offline single-node cluster, both stacks (root, Debian 12; no kind)
+## e2e-local: end-to-end on the offline single-node cluster, every stack (root, Debian 12; no kind)
 e2e-local: helm cluster-up cluster-images
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local
 	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local --stack=real
+	HELM=$(HELM_BIN) $(PY) -m pytest e2e --provider=local --stack=real-dra

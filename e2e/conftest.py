@@ -2,8 +2,9 @@
 
 pytest e2e --provider=kind|existing|local     (or ALLOCWATCH_E2E_PROVIDER)
 pytest e2e --provider=local --stack=real      (e2e/real: NVIDIA's nvml-mock, device plugin)
+pytest e2e --provider=local --stack=real-dra  (e2e/real_dra: nvml-mock, NVIDIA's DRA driver)
 
-The two stacks both own the node's nvml-mock files, so one run tests one of them.
+The stacks all own the node's nvml-mock files, so one run tests one of them.
 """
 
 from __future__ import annotations
@@ -31,8 +32,12 @@ from e2e.framework.stack import DEFAULT_PLUGIN_ARGS, GpuPods, Settings, Stack
 from e2e.framework.teardown import deployed_for_run
 
 PROVIDERS = ("kind", "existing", "local")
-STACKS = ("fake", "real")
-REAL_TESTS = Path(__file__).parent / "real"
+STACKS = ("fake", "real", "real-dra")
+# each real stack's tests; the fake stack's are e2e/test_*.py
+STACK_TESTS = {
+    "real": Path(__file__).parent / "real",
+    "real-dra": Path(__file__).parent / "real_dra",
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,7 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=STACKS,
         default="fake",
         help="fake: the node helper and a fake device plugin (default); real: NVIDIA's "
-        "nvml-mock by its chart, its device plugin and nvidia-smi (e2e/real)",
+        "nvml-mock by its chart, its device plugin and nvidia-smi (e2e/real); real-dra: "
+        "the same with NVIDIA's DRA driver instead of the device plugin (e2e/real_dra)",
     )
     group.addoption("--node", default=None, help="the node to test (default: the first Ready)")
     group.addoption(
@@ -65,13 +71,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Collect only the chosen stack's tests."""
-    real = collection_path == REAL_TESTS or REAL_TESTS in collection_path.parents
-    top_level_test = (
-        collection_path.parent == REAL_TESTS.parent and collection_path.name.startswith("test_")
-    )
-    if config.getoption("--stack") == "real":
-        return True if top_level_test else None
-    return True if real else None
+    chosen = STACK_TESTS.get(config.getoption("--stack"))
+    for tests in STACK_TESTS.values():
+        if tests != chosen and (collection_path == tests or tests in collection_path.parents):
+            return True
+    here = Path(__file__).parent
+    top_level_test = collection_path.parent == here and collection_path.name.startswith("test_")
+    return True if chosen and top_level_test else None
 
 
 def _option(config: pytest.Config, name: str) -> Any:

@@ -17,7 +17,7 @@ from allocwatch.metrics import PollOutcome
 from devtools.waiting import wait_until
 from e2e.framework import timings
 from e2e.framework.draplugin import FakeDraPlugin
-from e2e.framework.draworkloads import DraWorkloads
+from e2e.framework.draworkloads import DraPods
 from e2e.framework.expected import Expectation
 from e2e.framework.providers import Provider
 from e2e.framework.stack import GpuPods, Stack
@@ -33,40 +33,6 @@ def dra(stack: Stack, expect: Expectation) -> Iterator[FakeDraPlugin]:
     yield stack.dra
     with timings.phase("remove DRA plugin"):
         stack.dra.remove()
-
-
-class DraPods:
-    """Names and creates a test's DRA pods and claims; the fixture deletes them."""
-
-    def __init__(self, workloads: DraWorkloads, base: str) -> None:
-        self.workloads = workloads
-        self.base = base
-        self.pods: list[str] = []
-        self.claims: list[str] = []
-        self.templates: list[str] = []
-
-    def _next(self) -> str:
-        return f"{self.base}-{len(self.pods)}"
-
-    def with_template(self) -> str:
-        """A pod whose claim is made from a ResourceClaimTemplate (its own, generated)."""
-        pod = self._next()
-        self.workloads.create_claim(f"{pod}-gpu", template=True)
-        self.templates.append(f"{pod}-gpu")
-        self.workloads.create_pod(pod, claim_template=f"{pod}-gpu")
-        self.pods.append(pod)
-        return pod
-
-    def claim(self, name: str, uuid: str) -> str:
-        self.workloads.create_claim(name, uuid=uuid)
-        self.claims.append(name)
-        return name
-
-    def with_claim(self, claim: str) -> str:
-        pod = self._next()
-        self.workloads.create_pod(pod, claim=claim)
-        self.pods.append(pod)
-        return pod
 
 
 @pytest.fixture

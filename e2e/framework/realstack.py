@@ -84,7 +84,7 @@ class RealStack:
         self.helm.run(
             "upgrade", "--install", "nvml-mock", str(self.images.nvml_mock_chart),
             "--namespace", NVML_MOCK_NS, "--create-namespace",
-            "-f", str(FILES / "nvml-mock-values.yaml"),
+            "-f", str(FILES / "nvml-mock-values.yaml"), *self.nvml_mock_values(),
             "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
             "--wait", "--timeout", "180s",
         )  # fmt: skip
@@ -97,8 +97,23 @@ class RealStack:
         self.start_pod(NODE_VIEW, gpus=0)
         profile = self.kubectl.exec(self.workload_ns, NODE_VIEW, ["cat", f"{OVERLAY}/config.yaml"])
         self.expectation = Expectation(parse_profile(profile), self.fraction)
-        self.deploy_plugin(replicas=1)
+        self.deploy_allocator()
         self.install_allocwatch()
+
+    # What hands out the GPUs, and what nvml-mock's chart gets besides
+    # nvml-mock-values.yaml: NVIDIA's device plugin and nothing here; the DRA
+    # variant (realdra.py) replaces both.
+    def nvml_mock_values(self) -> list[str]:
+        return []
+
+    def deploy_allocator(self) -> None:
+        self.deploy_plugin(replicas=1)
+
+    def remove_allocator(self) -> None:
+        self.plugin.remove()
+
+    def allocator_diagnostics(self) -> list[Section]:
+        return self.plugin.diagnostics()
 
     def deploy_plugin(self, replicas: int) -> None:
         self.plugin.deploy(len(self.expectation.uuids), replicas)
@@ -197,7 +212,7 @@ class RealStack:
             lambda: self.helm.run("uninstall", "allocwatch", "-n", ALLOCWATCH_NS, "--wait",
                                   "--ignore-not-found"),
             lambda: self.kubectl.delete("namespace", self.workload_ns, ALLOCWATCH_NS, wait=True),
-            self.plugin.remove,
+            self.remove_allocator,
             # its pod's exit removes what setup.sh laid out under /var/lib/nvml-mock
             lambda: self.helm.run("uninstall", "nvml-mock", "-n", NVML_MOCK_NS, "--wait",
                                   "--ignore-not-found"),
@@ -219,7 +234,7 @@ class RealStack:
             ("pods", lambda: self.kubectl.run("get", "pods", "-A", "-o", "wide")),
         ]
         sections += logs(self.nvml_mock, "app.kubernetes.io/instance=nvml-mock")
-        sections += self.plugin.diagnostics()
+        sections += self.allocator_diagnostics()
         sections += logs(self.watcher, WATCHER_LABELS)
         return report(sections)
 

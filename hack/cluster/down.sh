@@ -9,7 +9,8 @@
 #      mounts under /var/lib/kubelet, /run/netns/cni-* and containerd's run
 #      dir, the cni0 bridge, IP leases, and what is new since cluster-up in
 #      iptables/ip6tables (KUBE-*, CNI-*), the cgroups (kubepods, docker) and
-#      the host paths the real stack's pods write (hoststate.sh);
+#      the host paths the real stack's pods write, and the root mount private
+#      again if it was (hoststate.sh);
 #   4. remove the etcd data and kubelet state, so the next cluster-up starts
 #      from an empty API;
 #   5. fail if a process, mount, cni0, or anything new in iptables, ip6tables
@@ -126,7 +127,7 @@ rm -f /etc/cni/net.d/10-k8s-bridge.conflist
 
 # Empty cgroups the kubelet (kubepods) and our dockerd (docker) leave when
 # they stop; files the real stack's pods left.
-if $ours_host; then host_clean_cgroups; host_clean_paths; fi
+if $ours_host; then host_clean_cgroups; host_clean_paths; host_restore_root; fi
 
 # --------------------------------------------------------------- 4. state
 if findmnt -rn -o TARGET | grep -qE '^/var/lib/kubelet(/|$)'; then

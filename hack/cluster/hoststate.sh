@@ -12,6 +12,14 @@
 # between would lose its rules. ALLOCWATCH_CGROUP_ROOT puts the cgroup tree
 # elsewhere (tests/infra/test_teardown.py uses a directory).
 #
+# The root mount is made shared, as systemd makes it on every host and kind's
+# entrypoint on its nodes: on these machines (no systemd as PID 1) it is
+# private, and containerd refuses a hostPath volume with mountPropagation
+# HostToContainer or Bidirectional on a private mount ("path ... is mounted on
+# "/" but it is not a shared or slave mount"), as NVIDIA's DRA driver's chart
+# mounts nvml-mock's driver root. Only the root mount changes, not the mounts
+# under it; cluster-down makes it private again when it was.
+#
 # The real stack's pods also leave files on the host (nvml-mock's driver root,
 # its CDI specs, the /run/nvidia/driver link, the node-feature-discovery
 # directory its hostPath creates) and containerd 2.x its NRI socket directory:
@@ -80,6 +88,7 @@ host_record() {
   for fam in $IPT_FAMILIES; do host_save "$fam" >"$HOST_BEFORE.tmp/$fam.save"; done
   host_cgroups >"$HOST_BEFORE.tmp/cgroups"
   host_paths >"$HOST_BEFORE.tmp/paths"
+  host_root_propagation >"$HOST_BEFORE.tmp/root-propagation"
   rm -rf "$HOST_BEFORE"; mv "$HOST_BEFORE.tmp" "$HOST_BEFORE"
 }
 
@@ -179,6 +188,24 @@ host_clean_paths() {
   done < <(host_new_paths)
 }
 
+# host_root_propagation: the root mount's propagation (private, shared, ...).
+host_root_propagation() { findmnt -no PROPAGATION /; }
+
+# host_share_root: make the root mount shared unless it is shared or a slave.
+host_share_root() {
+  case $(host_root_propagation) in
+    *shared* | *slave*) ;;
+    *) log "making the root mount shared (mountPropagation needs it)"; mount --make-shared / ;;
+  esac
+}
+
+# host_restore_root: the root mount private again when the record says it was.
+host_restore_root() {
+  [ -f "$HOST_BEFORE/root-propagation" ] && [ "$(cat "$HOST_BEFORE/root-propagation")" = private ] ||
+    return 0
+  [ "$(host_root_propagation)" = private ] || mount --make-private /
+}
+
 # host_leftovers: what is still new against the record, one item a line (with
 # no record: our chains and cgroups by name). Empty when the machine is back.
 host_leftovers() {
@@ -192,4 +219,8 @@ host_leftovers() {
   done
   host_new_cgroups | sed 's/^/cgroup /'
   host_new_paths | sed 's/^/path /'
+  if [ -f "$HOST_BEFORE/root-propagation" ] &&
+    [ "$(host_root_propagation)" != "$(cat "$HOST_BEFORE/root-propagation")" ]; then
+    echo "root mount $(host_root_propagation), was $(cat "$HOST_BEFORE/root-propagation")"
+  fi
 }

@@ -10,8 +10,9 @@
 #   3. `docker build --network host --build-arg BASE_IMAGE=...` of every target
 #      in TARGETS from image/Dockerfile, tagged with a hash of the build context
 #   4. `docker save` | `ctr -n k8s.io images import`
-#   5. the real stack's images and nvml-mock's chart (hack/realstack): built
-#      offline, cached, and imported the same way
+#   5. the real stack's images and charts (hack/realstack): nvml-mock's,
+#      NVIDIA's device plugin's and DRA driver's; built offline, cached, and
+#      imported the same way
 # The resulting references are written to $STATE/images.env.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -132,15 +133,16 @@ docker image prune -f >/dev/null 2>&1 || true
 log "images ready in $(( $(date +%s) - started ))s; references in $STATE/images.env"
 
 # ---------------------------------------------------------------- 5. real stack
-# For `pytest e2e --stack=real` and `make demo`: nvml-mock's image and chart,
-# NVIDIA's device plugin image (hack/realstack/README.md). hack/kind, which
-# runs the fake stack only, turns this off.
+# For `pytest e2e --stack=real|real-dra` and `make demo`: nvml-mock's image and
+# chart, NVIDIA's device plugin image, NVIDIA's DRA driver image and chart
+# (hack/realstack/README.md). hack/kind, which runs the fake stack only, turns
+# this off.
 [ "${ALLOCWATCH_REALSTACK_IMAGES:-1}" = 1 ] || exit 0
-for script in nvml-mock-image.sh device-plugin.sh; do
+for script in nvml-mock-image.sh device-plugin.sh dra-driver.sh; do
   out=$("$REPO_ROOT/hack/realstack/$script" --import) || die "hack/realstack/$script failed"
   while IFS='=' read -r var ref; do
     case $var in
-      NVML_MOCK_IMAGE|NVML_MOCK_CHART|DEVICE_PLUGIN_IMAGE) set_image_env "$var" "$ref"; echo "$var=$ref" ;;
+      NVML_MOCK_IMAGE|NVML_MOCK_CHART|DEVICE_PLUGIN_IMAGE|DRA_DRIVER_IMAGE|DRA_DRIVER_CHART) set_image_env "$var" "$ref"; echo "$var=$ref" ;;
     esac
   done <<<"$out"
 done

@@ -40,8 +40,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # The machine's iptables and cgroups before anything of ours runs, which
-# cluster-down puts back (hoststate.sh).
+# cluster-down puts back (hoststate.sh); then the root mount shared, as on a
+# systemd host or a kind node (hoststate.sh says why).
 host_record
+host_share_root
 
 # ---------------------------------------------------------------- binaries
 "$CLUSTER_DIR/build.sh"

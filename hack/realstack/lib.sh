@@ -44,3 +44,27 @@ realstack_go_env() {
   export GOMODCACHE=$CACHE/gomod GOCACHE=$CACHE/gocache GOPATH=$CACHE/gopath
   GO_VERSION=$("$GO" env GOVERSION)
 }
+
+# add_host_libs ROOTFS LIB...: copy this host's shared libraries into an image
+# rootfs at their paths, kept usr-merged as Debian lays them out (ldd names
+# /lib/x86_64-linux-gnu/... and the loader /lib64/ld-linux-x86-64.so.2; both
+# spellings must resolve).
+add_host_libs() {
+  local rootfs=$1 lib d
+  shift
+  for lib in "$@"; do
+    mkdir -p "$rootfs$(dirname "$lib")"
+    cp -L "$lib" "$rootfs$lib"
+  done
+  for d in lib lib64; do
+    if [ -d "$rootfs/$d" ] && [ ! -L "$rootfs/$d" ]; then
+      mkdir -p "$rootfs/usr/$d"; cp -a "$rootfs/$d/." "$rootfs/usr/$d/"; rm -rf "${rootfs:?}/$d"
+    fi
+    [ ! -d "$rootfs/usr/$d" ] || [ -e "$rootfs/$d" ] || ln -s "usr/$d" "$rootfs/$d"
+  done
+}
+
+# shared_libs FILE...: the host libraries FILE... load (ldd), one path a line.
+shared_libs() {
+  ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $2 ~ /^\(0x/ {print $1}' | sort -u
+}

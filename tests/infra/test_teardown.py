@@ -210,3 +210,46 @@ def test_host_paths_new_since_up_go_and_those_before_stay(tmp_path: Path) -> Non
     assert (tmp_path / "run" / "cdi" / "other.yaml").read_text() == "theirs"
     for gone in ("run/cdi/nvidia.yaml", "run/nvidia", "var/lib/nvml-mock"):
         assert not (tmp_path / gone).exists(), gone
+
+
+def test_the_root_mount_is_shared_for_the_cluster_and_private_again_after(
+    tmp_path: Path,
+) -> None:
+    """In a mount namespace of its own, whose root starts private as on these machines."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("findmnt") is None:
+        reason = "needs root, unshare and findmnt"
+        if os.environ.get("CI"):
+            pytest.fail(f"teardown tests under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    script = f"""
+set -euo pipefail
+. {CLUSTER}/lib.sh
+. {CLUSTER}/hoststate.sh
+mount --make-private /
+host_record
+host_share_root
+echo "up: $(host_root_propagation)"
+echo leftovers:; host_leftovers
+host_restore_root
+echo "down: $(host_root_propagation)"
+echo leftovers:; host_leftovers
+"""
+    env = {
+        **os.environ,
+        "ALLOCWATCH_CLUSTER_STATE": str(tmp_path / "state"),
+        "ALLOCWATCH_CLUSTER_LOGS": str(tmp_path / "logs"),
+        "ALLOCWATCH_CGROUP_ROOT": str(tmp_path / "cgroup"),
+        "ALLOCWATCH_HOST_PATHS": str(tmp_path / "none"),
+    }
+    (tmp_path / "cgroup" / "cpu").mkdir(parents=True)
+    done = subprocess.run(
+        ["unshare", "-n", "-m", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "up: shared\nleftovers:\nroot mount shared, was private\ndown: private\nleftovers:\n"
+    ), done.stdout
