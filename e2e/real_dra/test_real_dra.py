@@ -20,6 +20,7 @@ from e2e.framework.draworkloads import DraPods
 from e2e.framework.providers import Provider
 from e2e.framework.realdra import RealDraStack
 from e2e.framework.realstack import NODE_VIEW
+from e2e.framework.smiactivity import everywhere, wait_reads
 
 # The engine re-reads overrides.yaml at most this often (MOCK_NVML_OVERRIDES_TTL).
 ENGINE_TTL = 1.0
@@ -59,7 +60,7 @@ def test_1_idle_and_no_dra_name_is_an_index(real: RealDraStack) -> None:
     assert apps(real) == []
 
 
-def test_2_one_claim_moves_its_gpu_names_the_pod_and_returns(
+def test_2_one_claim_moves_its_gpu_busy_names_the_pod_and_returns(
     real: RealDraStack, dra_pods: DraPods
 ) -> None:
     real.wait_rows({}, WITHIN, "an idle node")
@@ -67,6 +68,8 @@ def test_2_one_claim_moves_its_gpu_names_the_pod_and_returns(
     [uuid] = real.claimed_uuids(pod)
     real.wait_rows({uuid: 1}, WITHIN, "its GPU to rise, the others idle")
     assert apps(real) == named(real, {pod: [uuid]})
+    busy = Counter({real.expectation.index_of(uuid): 1})
+    wait_reads(real, everywhere(real, busy), "its GPU busy, warm and drawing, the others idle")
     # The pod gets its GPU's /dev/nvidia<minor> from the driver's CDI spec and so
     # sees one GPU; which one is nvml-mock's to say, and it picks the GPU whose
     # index is that minor (hack/realstack/README.md), so only the count is checked.
@@ -77,6 +80,7 @@ def test_2_one_claim_moves_its_gpu_names_the_pod_and_returns(
     timings.note("idle in nvidia-smi after the DRA pod is gone", took)
     assert took <= bound(real), f"idle after {took:.2f}s, bound {bound(real):.2f}s"
     assert apps(real) == []
+    wait_reads(real, everywhere(real, Counter()), "every GPU's activity idle again")
 
 
 def test_3_one_claim_shared_by_two_pods_counts_two(real: RealDraStack, dra_pods: DraPods) -> None:
