@@ -23,9 +23,16 @@ from e2e.framework.helm import Helm
 from e2e.framework.kubectl import Kubectl
 from e2e.framework.providers import LocalProvider, ProviderUnavailable
 from e2e.framework.realimages import RealImages
-from e2e.framework.realstack import NODE_VIEW, SLEEP, RealStack
+from e2e.framework.realstack import CHART, NODE_VIEW, SLEEP, RealStack
+from hack.demo_timeline import Sampler, draw
 
 NAMESPACE = "allocwatch-demo"
+# Pods may declare their load: the chart's own scenario values turn it on.
+DECLARED_LOAD = CHART / "ci" / "declared-load-values.yaml"
+INFER_LOAD = {"allocwatch.dev/gpu-memory": "4Gi", "allocwatch.dev/gpu-utilization": "30"}
+TIMELINE = Path("demo-timeline.png")
+# nvidia-smi samples (one a second) taken before, and between, the pods' comings and goings
+IDLE_SAMPLES, HELD_SAMPLES = 5, 12
 # What nvml-mock's pods leave on the node when they are stopped uncleanly;
 # the directories only when empty (something else may use them).
 NODE_FILES = ("/run/nvidia/driver", "/var/run/cdi/nvidia.yaml", "/var/run/cdi/nvml-mock-nri.yaml")
@@ -52,14 +59,27 @@ def stack() -> RealStack:
 def up(real: RealStack) -> None:
     print(f"deploying nvml-mock, NVIDIA's device plugin and allocwatch on {real.node} ...")
     real.deploy()
+    real.install_allocwatch(DECLARED_LOAD)
     real.wait_rows({}, 60, "an idle node")
     print(f"\n$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # idle\n")
     print(real.smi.table(NAMESPACE, NODE_VIEW))
-    pod = real.start_pod("train")
-    (uuid,) = [row.uuid for row in real.smi.rows(NAMESPACE, pod)]
-    real.wait_rows({uuid: 1}, 60, "the pod's GPU to rise")
-    print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # pod {pod} holds {uuid}\n")
-    print(real.smi.table(NAMESPACE, NODE_VIEW))
+    with Sampler(real, NAMESPACE) as sampler:
+        sampler.wait_samples(IDLE_SAMPLES)
+        sampler.mark("train starts")
+        pod = real.start_pod("train")
+        (uuid,) = [row.uuid for row in real.smi.rows(NAMESPACE, pod)]
+        real.wait_rows({uuid: 1}, 60, "the pod's GPU to rise")
+        print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # {pod} holds {uuid}\n")
+        print(real.smi.table(NAMESPACE, NODE_VIEW))
+        sampler.wait_samples(HELD_SAMPLES)
+        sampler.mark(f"infer starts ({', '.join(INFER_LOAD.values())})")
+        infer = real.start_pod("infer", annotations=INFER_LOAD)
+        sampler.wait_samples(HELD_SAMPLES)
+        sampler.mark("infer deleted")
+        real.delete_pods([infer])
+        sampler.wait_samples(HELD_SAMPLES)
+    draw(sampler.timeline, TIMELINE, "nvidia-smi in the node view, second by second")
+    print(f"nvidia-smi's memory, utilization, power and temperature over that run: {TIMELINE}\n")
     # The demo's pods leave on SIGTERM, so `kubectl delete pod` frees the GPU at once.
     container = {
         "name": "main",
