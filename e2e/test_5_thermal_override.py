@@ -52,18 +52,16 @@ def document(
     """
     processes = processes or {}
     activity = expect.activity(claims)
+    pinned = PIN["dynamic_metrics"]["temperature"]
     ours = {
         "all": {"performance_state": state},
         "devices": {
-            index: merged(
-                PIN,
-                {
-                    "memory": memory,
-                    "dynamic_metrics": {
-                        k: v for k, v in activity[index].items() if k != "temperature"
-                    },
-                },
-            )
+            index: {
+                **PIN,
+                "memory": memory,
+                # ours is null where idle: kept, not a deletion as in merged()
+                "dynamic_metrics": {**activity[index], "temperature": pinned},
+            }
             | ({"processes": processes[index]} if index in processes else {})
             for index, memory in expect.readings(claims).items()
         },
