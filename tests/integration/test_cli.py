@@ -19,6 +19,7 @@ import pytest
 
 from allocwatch import cli, flags
 from allocwatch.document import parse_document
+from allocwatch.shutdown import STOP_SIGNALS
 from devtools.podresources import FakePodResourcesLister, dra_pod, dra_resource, gpu_pod
 from devtools.waiting import wait_until
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
@@ -350,16 +351,39 @@ def _catches(pid: int, sig: signal.Signals) -> bool:
     return False
 
 
+# `allocwatch`, held as it starts to import grpc until a signal comes: a
+# signal at that point must already meet the watcher's first handlers.
+HOLD_GRPC = """
+import importlib.abc, runpy, signal, sys
+
+class HoldGrpc(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "grpc":
+            print("importing grpc", flush=True)
+            signal.pause()
+        return None
+
+sys.meta_path.insert(0, HoldGrpc())
+runpy.run_module("allocwatch", run_name="__main__")
+"""
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_while_grpc_is_still_loading_exits_0(
     short_tmp: Path, driver_root: Path, sig: signal.Signals
 ) -> None:
-    proc = spawn(
-        "--socket", str(short_tmp / "absent.sock"), "--driver-root", str(driver_root),
-        "--metrics-address", "", stdout=subprocess.PIPE,
+    # Held there, not caught there by polling: how long grpc takes to load
+    # against how soon this test looks is a matter of speed.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_GRPC, "--socket", str(short_tmp / "absent.sock"),
+         "--driver-root", str(driver_root), "--metrics-address", ""],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
     )  # fmt: skip
-    wait_until(lambda: _catches(proc.pid, signal.SIGTERM), timeout=10, what="a handler")
-    # The handler is in place before grpc (its cygrpc module) is even loaded.
+    _started.append(proc)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "importing grpc\n"
+    # Every stop signal is caught before grpc (its cygrpc module) is even loaded.
+    assert all(_catches(proc.pid, s) for s in STOP_SIGNALS)
     assert "cygrpc" not in Path(f"/proc/{proc.pid}/maps").read_text()
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=10)
