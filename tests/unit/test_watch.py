@@ -100,7 +100,10 @@ def test_run_publishes_before_its_first_tick(driver_root: Path) -> None:
     thread = threading.Thread(target=loop.watcher.run, args=(stop,), daemon=True)
     thread.start()
     try:
-        wait_until(lambda: loop.shows({0: HALF}), timeout=5, what="the immediate publish")
+        # The count goes up after the poll has published: wait for it, then
+        # the claim must be in the file already, from the first poll.
+        wait_until(lambda: loop.polls() >= 1, timeout=5, what="the immediate poll")
+        assert loop.shows({0: HALF})
         assert loop.polls() == 1
     finally:
         stop.set()
