@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -29,15 +30,34 @@ def queued_seconds(schedstat: str | Path = "/proc/thread-self/schedstat") -> flo
     return int(Path(schedstat).read_text().split()[1]) / 1e9
 
 
-class OwnClock:
-    """Seconds since it was made, less the time this thread waited for a CPU."""
+def _schedstat(tid: int) -> str:
+    return f"/proc/self/task/{tid}/schedstat"
 
-    def __init__(self) -> None:
-        self._queued = queued_seconds()
+
+class OwnClock:
+    """Seconds since it was made, less the time the timed threads waited for a CPU.
+
+    The timed threads are the one that makes the clock and `others` (threads of
+    this process, running). One of those that ends before `seconds()` is read
+    calls `mark()` as its part of the work ends, while its count can be read.
+    """
+
+    def __init__(self, *others: threading.Thread) -> None:
+        tids = [threading.get_native_id(), *(t.native_id for t in others)]
+        self._queued = {tid: queued_seconds(_schedstat(tid)) for tid in tids if tid is not None}
+        self._marked: dict[int, float] = {}
         self._started = time.monotonic()
 
+    def mark(self) -> None:
+        """From a timed thread: its part is done; its wait for a CPU counts up to here."""
+        self._marked[threading.get_native_id()] = queued_seconds()
+
     def seconds(self) -> float:
-        return time.monotonic() - self._started - (queued_seconds() - self._queued)
+        took = time.monotonic() - self._started
+        for tid, before in self._queued.items():
+            after = self._marked.get(tid)
+            took -= (after if after is not None else queued_seconds(_schedstat(tid))) - before
+        return took
 
 
 def time_to_exit(
