@@ -113,10 +113,13 @@ def test_a_deadline_cuts_pure_work_but_never_outside_it() -> None:
     assert clock.seconds() < 1.0
     with pytest.raises(Interrupted), deadline.interruptible():
         pass  # past its time: not begun
-    spare = Deadline(0.1)
+    handler = signal.getsignal(signal.SIGALRM)
+    spare = Deadline(60)
     with spare.interruptible():
-        pass
-    time.sleep(0.2)  # the alarm was disarmed: nothing fires out here
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0  # armed inside
+    # disarmed and the handler put back: nothing fires out here
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is handler
 
 
 def test_a_stop_signal_cuts_a_profile_parse_short_and_the_profile_is_read_again(
