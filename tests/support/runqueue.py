@@ -16,6 +16,7 @@ can only be stricter than the process's own share, never looser.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -43,8 +44,10 @@ class OwnClock:
     """
 
     def __init__(self, *others: threading.Thread) -> None:
-        tids = [threading.get_native_id(), *(t.native_id for t in others)]
-        self._queued = {tid: queued_seconds(_schedstat(tid)) for tid in tids if tid is not None}
+        self._queued: dict[int, float] = {}
+        for tid in [threading.get_native_id(), *(t.native_id for t in others if t.native_id)]:
+            with contextlib.suppress(FileNotFoundError):  # ended already: nothing to take out
+                self._queued[tid] = queued_seconds(_schedstat(tid))
         self._marked: dict[int, float] = {}
         self._started = time.monotonic()
 
@@ -56,7 +59,12 @@ class OwnClock:
         took = time.monotonic() - self._started
         for tid, before in self._queued.items():
             after = self._marked.get(tid)
-            took -= (after if after is not None else queued_seconds(_schedstat(tid))) - before
+            if after is None:
+                try:
+                    after = queued_seconds(_schedstat(tid))
+                except FileNotFoundError:  # ended unmarked: its wait stays in
+                    continue
+            took -= after - before
         return took
 
 
