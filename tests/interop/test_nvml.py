@@ -20,6 +20,7 @@ from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import REPO
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.probe import TTL_S, Probe, nvml_memory
+from tests.support import START_SECONDS
 
 TOTAL = 42949672960
 RESERVED = 611319808
@@ -102,7 +103,7 @@ def test_nvml_reads_our_published_memory(
         text=True,
     )
     try:
-        wait_file(overrides, idle, timeout=15)
+        wait_file(overrides, idle, timeout=START_SECONDS)  # the watcher's start
         wait_nvml(probe, idle, timeout=5)
 
         # A plain claim on GPU 3, and two time-slicing replicas of GPU 5.
