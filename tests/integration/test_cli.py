@@ -28,6 +28,8 @@ from tests.support.lockholder import hold_lock, release
 from tests.support.rig import memory
 from tests.support.runqueue import time_to_exit
 
+pytestmark = pytest.mark.timing
+
 CMD = [sys.executable, "-m", "allocwatch"]
 
 # Watchers started by the running test; its teardown kills any still running,

@@ -14,6 +14,8 @@ import pytest
 from allocwatch.grpcruntime import GRPC_TIMER_SLACK_NS, timer_slack
 from tests.support import REPO_ROOT
 
+pytestmark = pytest.mark.timing
+
 SLACK = 7_000_000
 
 

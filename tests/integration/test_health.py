@@ -28,6 +28,8 @@ from tests.support import REPO_ROOT
 from tests.support.rig import memory
 from tests.support.runqueue import OwnClock
 
+pytestmark = pytest.mark.timing
+
 
 def test_metrics_address_without_host_serves_ipv4_and_ipv6() -> None:
     server = HealthServer(":0", Metrics(), lambda: (True, "ok"))

@@ -22,6 +22,8 @@ from tests.support.documents import wanted
 from tests.support.lockholder import hold_lock, release
 from tests.support.runqueue import OwnClock
 
+pytestmark = pytest.mark.timing
+
 # A competing writer that behaves like nvml-mock-ctl: flock the sidecar, load,
 # bump a counter in another device's bucket, write atomically, unlock.
 COMPETITOR = r"""

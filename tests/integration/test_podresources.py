@@ -27,6 +27,8 @@ from tests.support.rig import FULL, HALF, IDLE, Rig, expected, memory
 from tests.support.runqueue import OwnClock
 from tests.support.slowaccept import SlowAcceptRelay
 
+pytestmark = pytest.mark.timing
+
 
 def test_claims_appear_and_disappear(rig: Rig) -> None:
     rig.start()

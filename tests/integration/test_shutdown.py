@@ -26,6 +26,8 @@ from tests.support.documents import wanted
 from tests.support.rig import HALF, Rig, memory
 from tests.support.runqueue import OwnClock
 
+pytestmark = pytest.mark.timing
+
 
 @pytest.fixture
 def rig(kubelet: FakePodResourcesLister, driver_root: Path) -> Iterator[Rig]:

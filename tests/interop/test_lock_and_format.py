@@ -20,12 +20,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from allocwatch.profilesource import load_devices
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
 from devtools.documents import load, memory, same, without_memory
 from devtools.upstream import Ctl, Upstream
 from tests.support.documents import wanted
+
+pytestmark = pytest.mark.timing
 
 PUBLISHES = 200  # at least; more while nvml-mock-ctl still runs
 STEPS = 100

@@ -15,12 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.documents import load, memory
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import REPO
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
 from tests.interop.probe import TTL_S, Probe, nvml_memory
 from tests.support import START_SECONDS
+
+pytestmark = pytest.mark.timing
 
 TOTAL = 42949672960
 RESERVED = 611319808

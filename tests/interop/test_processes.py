@@ -28,6 +28,8 @@ from tests.conftest import A100_HALF, A100_UUIDS
 from tests.interop.probe import Probe
 from tests.support import START_SECONDS
 
+pytestmark = pytest.mark.timing
+
 MIB = 2**20
 # The profile's own processes: one on GPU 0, two on GPU 3.
 OWN = {

@@ -105,6 +105,7 @@ def running(driver_root: Path) -> Iterator[tuple[Loop, Shutdown]]:
     assert not thread.is_alive()
 
 
+@pytest.mark.timing
 def test_run_publishes_before_its_first_tick(driver_root: Path) -> None:
     loop = Loop(driver_root, interval=3600)
     loop.lister.set_claims([gpu_claim("ml", "trainer", A100_UUIDS[0])])
@@ -242,6 +243,7 @@ def test_profile_missing_then_appearing(tmp_path: Path) -> None:
     assert loop.watcher.ready() == (True, "ok")
 
 
+@pytest.mark.timing
 def test_a_failed_poll_is_retried_within_a_second_at_a_long_interval(tmp_path: Path) -> None:
     loop = Loop(tmp_path / "driver", interval=3600)
     stop = Shutdown()
@@ -442,6 +444,7 @@ def test_byte_counts_are_written_as_integers(loop: Loop) -> None:
     assert f"used_bytes: {A100_HALF}\n" in text and "e+" not in text and ".0" not in text
 
 
+@pytest.mark.timing
 def test_a_fast_interval_polls_repeatedly_and_stops_cleanly(
     running: tuple[Loop, Shutdown],
 ) -> None:

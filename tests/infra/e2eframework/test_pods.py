@@ -18,6 +18,8 @@ from e2e.framework.nodefiles import STAGE_MARKER
 from e2e.framework.pods import Pods, startup_failure
 from tests.support.runqueue import OwnClock
 
+pytestmark = pytest.mark.timing
+
 NODE = "node-a"
 
 

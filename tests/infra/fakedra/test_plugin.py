@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.waiting import wait_until
 from tests.infra.fakedra.conftest import (
     DEVICE_CLASS,
@@ -19,6 +21,8 @@ from tests.infra.fakedra.conftest import (
 )
 from tests.infra.fakedra.pluginwatcher import FakePluginWatcher
 from tests.support import REPO_ROOT
+
+pytestmark = pytest.mark.timing
 
 StartPlugin = Callable[..., PluginProcess]
 CLAIMS = f"{RESOURCE}/namespaces/ns/resourceclaims"

@@ -13,6 +13,8 @@ from tests.infra.fakeplugin.conftest import UUIDS, PluginProcess
 from tests.infra.fakeplugin.devicemanager import FakeDeviceManager
 from tests.support import REPO_ROOT
 
+pytestmark = pytest.mark.timing
+
 StartPlugin = Callable[..., PluginProcess]
 SOCKET = "fakeplugin-nvidia.com_gpu.sock"
 
