@@ -23,7 +23,7 @@ from allocwatch.shutdown import STOP_SIGNALS
 from devtools.podresources import FakePodResourcesLister, dra_pod, dra_resource, gpu_pod
 from devtools.waiting import wait_until
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, START_SECONDS
 from tests.support.lockholder import hold_lock, release
 from tests.support.rig import memory
 from tests.support.runqueue import time_to_exit
@@ -561,7 +561,8 @@ def test_sigterm_during_a_hung_list_with_once_exits_0(
 ) -> None:
     kubelet.set_hang(30)
     proc = spawn("--once", "--socket", kubelet.socket_path, "--driver-root", str(driver_root))
-    wait_until(lambda: kubelet.list_calls() >= 1, what="the List in flight")
+    # From the spawn: the watcher's start is in this wait, however long it takes.
+    wait_until(lambda: kubelet.list_calls() >= 1, START_SECONDS, what="the List in flight")
     wait_until(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
     took = time_to_exit(proc, signal.SIGTERM)
     _, err = proc.communicate(timeout=5)
