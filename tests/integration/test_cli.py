@@ -483,20 +483,40 @@ def test_not_ready_without_profile(kubelet: FakePodResourcesLister, tmp_path: Pa
     assert " ERROR " not in log  # and not again by the watcher, without the path
 
 
+# `allocwatch`, saying on stdout when its dial begins.
+SAY_WHEN_DIALING = """
+import runpy
+from allocwatch import podresources
+
+dial = podresources.PodResourcesClient.wait_ready
+
+def wait_ready(self, timeout):
+    print("dialing", flush=True)
+    return dial(self, timeout)
+
+podresources.PodResourcesClient.wait_ready = wait_ready
+runpy.run_module("allocwatch", run_name="__main__")
+"""
+
+
 @pytest.mark.parametrize("listening", [False, True], ids=["absent", "not-grpc"])
 def test_sigterm_during_dial_exits_0(short_tmp: Path, driver_root: Path, listening: bool) -> None:
     path = short_tmp / "k.sock"
     listener = _listening_without_grpc(path) if listening else None
-    proc = spawn(
-        "--socket", str(path), "--driver-root", str(driver_root),
-        "--metrics-address", "", "--dial-timeout", "30s",
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SAY_WHEN_DIALING, "--socket", str(path),
+         "--driver-root", str(driver_root), "--metrics-address", "", "--dial-timeout", "30s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
     )  # fmt: skip
+    _started.append(proc)
+    # In the dial, not still starting (a signal then is the early handler's):
+    # for an absent socket the watcher says so; on a listening one it has connected.
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "dialing\n"
     if listener is not None:
         # Connected: the dial's call is in flight, waiting for an answer that never comes.
         listener.settimeout(30)
         conn, _ = listener.accept()
-    else:
-        wait_until(lambda: _catches(proc.pid, signal.SIGTERM), what="the SIGTERM handler")
     took = time_to_exit(proc, signal.SIGTERM)
     assert proc.wait(timeout=5) == 0
     assert took < 1.0, f"shutdown took {took:.2f}s"
