@@ -92,3 +92,39 @@ def time_to_exit(
     finally:
         os.close(pidfd)
     return took - queued
+
+
+def run_timed(
+    argv: list[str], timeout: float = 60.0, **popen: object
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run `argv` to its exit: what it did, and how long it ran less the waits for a CPU.
+
+    Timed over its whole life, its start included, less its main thread's
+    wait and this thread's. Its output must fit in the pipes (64 KiB each):
+    it is read once the process has exited. AssertionError (the process
+    killed) if it is still running after `timeout` seconds.
+    """
+    ours = queued_seconds()
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,  # type: ignore[call-overload]
+    )
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            exited, _, _ = select.select([pidfd], [], [], timeout)
+            took = time.monotonic() - started
+            assert exited, f"{argv} still running after {timeout:g}s"
+            queued = queued_seconds(f"/proc/{proc.pid}/schedstat") + queued_seconds() - ours
+        finally:
+            os.close(pidfd)
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), took - queued
