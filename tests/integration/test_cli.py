@@ -59,7 +59,8 @@ def no_watcher_outlives_its_test() -> Iterator[None]:
                 stream.close()
 
 
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = 30):
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = START_SECONDS):
+    # A guard against a hang over the process's whole life, its start included.
     return subprocess.run(
         [*CMD, *args],
         capture_output=True,
@@ -187,7 +188,7 @@ def test_a_crashed_loop_still_removes_its_readings(
     out = subprocess.run(
         [sys.executable, "-c", crash_after_one_poll, "--socket", kubelet.socket_path,
          "--driver-root", str(driver_root), "--metrics-address", ""],
-        capture_output=True, text=True, timeout=30, cwd=REPO_ROOT,
+        capture_output=True, text=True, timeout=START_SECONDS, cwd=REPO_ROOT,
     )  # fmt: skip
     assert out.returncode == 1 and "the loop crashed" in out.stderr
     assert "removed memory readings" in out.stderr  # so there had been some
@@ -615,7 +616,7 @@ def test_relative_socket_path(kubelet: FakePodResourcesLister, driver_root: Path
         [*CMD, "--once", "--socket", socket.name, "--driver-root", str(driver_root)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=START_SECONDS,
         cwd=socket.parent,
     )
     assert out.returncode == 0, out.stderr
