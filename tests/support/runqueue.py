@@ -9,9 +9,11 @@ kernel counts that wait per thread (the second field of
 for the threads on the path being timed. On a quiet machine the wait is near
 zero and the bound holds the plain wall time.
 
-Only the waits of threads still readable at the end are taken out (a process's
-main thread, ours): a wait on another thread stays in the time, so a bound
-can only be stricter than the process's own share, never looser.
+Only the waits of the threads on the timed path are taken out (a process's
+main thread, read before it is reaped; ours; a thread that marks its end):
+other threads' waits stay in the time. The timed threads mostly wait on one
+another, so their waits seldom overlap, and a bound timed so is, if anything,
+stricter than the process's own share.
 """
 
 from __future__ import annotations
