@@ -535,9 +535,12 @@ def running_with_a_hung_list(
     w = Running("--socket", kubelet.socket_path, "--driver-root", str(driver_root))
     target = driver_root / "config" / "overrides.yaml"
     wait_until(target.exists, what="first publish")
-    calls = kubelet.list_calls()
     kubelet.set_hang(30)
-    wait_until(lambda: kubelet.list_calls() > calls + 1, what="a List in flight")
+    # The kubelet counts a List before it reads its state: one counted after
+    # this read began after the hang was set, and hangs. The one in flight now
+    # may hang too, and the next comes at its deadline (LIST_TIMEOUT).
+    calls = kubelet.list_calls()
+    wait_until(lambda: kubelet.list_calls() > calls, what="a List in flight")
     return w, target
 
 
