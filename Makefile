@@ -18,7 +18,7 @@ DOCKER_BUILD_FLAGS ?= --network host
 # upstream's tools: built by `make upstream`, unless ALLOCWATCH_UPSTREAM_DIR has them
 UPSTREAM_TOOLS := $(if $(ALLOCWATCH_UPSTREAM_DIR),,upstream)
 
-.PHONY: venv test interop fuzz apiserver-test lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare bench-kubeclients bench-podwatch image image-lock image-fakeplugin image-size upstream \
+.PHONY: venv test test-stress interop fuzz apiserver-test lint chart-docs proto bench bench-breakdown bench-shutdown bench-hostile bench-compare bench-kubeclients bench-podwatch image image-lock image-fakeplugin image-size upstream \
         cluster-up cluster-down cluster-images cluster-smoke e2e e2e-local
 
 .PHONY: realstack-smoke containerd-smoke
@@ -66,6 +66,14 @@ apiserver-test: helm
 # (ALLOCWATCH_UPSTREAM_DIR=<dir with ready-built tools> skips the build)
 interop: venv $(UPSTREAM_TOOLS)
 	$(PY) -m pytest tests/interop
+
+## test-stress: the time/signal/process tests (interop too) STRESS_RUNS=20 times beside STRESS_CPU=<cores> busy workers
+# (stress-ng, installed if missing; STRESS_CPU=0 for quiet runs); reports every
+# failure with its load. Needs `make upstream` as interop does.
+STRESS_RUNS ?= 20
+STRESS_CPU ?= $(shell nproc)
+test-stress: venv $(UPSTREAM_TOOLS)
+	PYTHON=$(PY) STRESS_RUNS=$(STRESS_RUNS) STRESS_CPU=$(STRESS_CPU) hack/test-stress.sh
 
 ## fuzz: the property tests with many more examples and claim sets up to 10,000
 fuzz: venv

@@ -75,7 +75,11 @@ class _Servicer(api_pb2_grpc.PodResourcesListerServicer):
     def List(self, request: Any, context: grpc.ServicerContext) -> Any:
         with self._lock:
             self.calls += 1
-            self.calls_path.write_text(str(self.calls))
+            # Replaced, not rewritten in place: a reader must never see the
+            # file truncated and take the count for 0.
+            tmp = self.calls_path.with_name(self.calls_path.name + ".tmp")
+            tmp.write_text(str(self.calls))
+            os.replace(tmp, self.calls_path)
             state = self._load()
             response = self._response
         hang = float(state.get("hang_seconds") or 0)
@@ -226,7 +230,7 @@ class FakePodResourcesLister:
 
     def list_calls(self) -> int:
         try:
-            return int(Path(str(self.state_path) + ".calls").read_text() or 0)
+            return int(Path(str(self.state_path) + ".calls").read_text())
         except FileNotFoundError:
             return 0
 

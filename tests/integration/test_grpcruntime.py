@@ -14,6 +14,8 @@ import pytest
 from allocwatch.grpcruntime import GRPC_TIMER_SLACK_NS, timer_slack
 from tests.support import REPO_ROOT
 
+pytestmark = pytest.mark.timing
+
 SLACK = 7_000_000
 
 
@@ -103,11 +105,16 @@ def test_grpcs_threads_start_with_the_slack_and_the_caller_keeps_its_own(
 
 
 # In a fresh interpreter: the throwaway is made only before the process's first channel.
+# Its threads are given time to exit whatever the machine's load: how soon
+# they do is a matter of speed, and a late one is reused, by design.
 _OPEN_TWO_CHANNELS = """
 import json, os, sys, threading
 from pathlib import Path
 import grpc
+from allocwatch import grpcruntime
 from allocwatch.grpcruntime import open_channel
+
+grpcruntime.THROWAWAY_EXIT_SECONDS = 30
 
 own = threading.get_native_id()
 tasks = Path("/proc/self/task")

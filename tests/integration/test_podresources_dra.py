@@ -14,6 +14,8 @@ from devtools.waiting import wait_until
 from tests.conftest import A100_UUIDS
 from tests.support.rig import HALF, Rig
 
+pytestmark = pytest.mark.timing
+
 
 @pytest.fixture
 def rig(kubelet: FakePodResourcesLister, driver_root: Path) -> Iterator[Rig]:

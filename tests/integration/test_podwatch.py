@@ -24,6 +24,8 @@ from devtools.waiting import wait_until
 from tests.support.podapi import PodApi, pod_api
 from tests.support.podwatching import DEADLINE, records, served_at_once
 
+pytestmark = pytest.mark.timing
+
 GI = 2**30
 
 

@@ -253,6 +253,7 @@ def test_nesting_is_bounded_below_what_the_emitter_can_write(target: Path) -> No
     assert parse_document(target.read_text())["all"] == parse_document(nested(98))["all"]
 
 
+@pytest.mark.timing
 def test_a_fifo_is_refused_without_blocking(target: Path) -> None:
     # opening a FIFO for reading would wait for a writer, past any shutdown
     os.mkfifo(target)

@@ -13,12 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import Ctl, Upstream
 from devtools.waiting import wait_until
 from tests.conftest import A100_UUIDS
 from tests.interop.probe import Probe
 from tests.interop.watching import watching
+
+pytestmark = pytest.mark.timing
 
 SAMPLES = 25
 IDLE = {"gpu": 0, "memory": 0, "power_mw": 72_000, "temperature_c": 33}

@@ -20,6 +20,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from allocwatch.profilesource import load_devices
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.reconcile import MemoryReading
@@ -27,10 +29,16 @@ from devtools.documents import load, memory, same, without_memory
 from devtools.upstream import Ctl, Upstream
 from tests.support.documents import wanted
 
+pytestmark = pytest.mark.timing
+
 PUBLISHES = 200  # at least; more while nvml-mock-ctl still runs
 STEPS = 100
 # A bound on one wait for the other writer, far above what one step takes.
 WAIT_SECONDS = 60.0
+# No progress by either writer for this long is a hang: longer than one step
+# of either can take without failing on its own (a lock wait and a command's
+# timeout, 30 s each).
+STALL_SECONDS = 2 * WAIT_SECONDS
 
 
 def ctl_steps(n: int) -> list[list[str]]:
@@ -173,12 +181,24 @@ def test_interleaved_writers_lose_nothing(upstream: Upstream, config_dir: Path) 
             ctl_done.set()
 
     final_count: dict[str, int] = {}
+
+    def progress() -> tuple[int, int]:
+        with published:
+            return count["ours"], len(interleaved)
+
     threads = [threading.Thread(target=ours), threading.Thread(target=theirs)]
     for t in threads:
         t.start()
+    # Hung is no publish and no nvml-mock-ctl step for STALL_SECONDS. Not a
+    # bound on the whole run: that is 300-odd process starts, as long as the
+    # machine's load makes them.
+    seen = progress()
     for t in threads:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in threads), "a writer hung"
+        while t.is_alive():
+            t.join(timeout=STALL_SECONDS)
+            now = progress()
+            assert not t.is_alive() or now != seen, f"a writer hung after {now}"
+            seen = now
     assert not errors, errors[0]
     # Every nvml-mock-ctl step came after a publish of ours that followed the step
     # before, and we kept publishing until its last step was done.

@@ -15,11 +15,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.documents import ACTIVITY, PROCESSES, load, memory, processes, same, without
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import Ctl, Upstream, allocwatch_once
 from devtools.waiting import wait_until
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
+
+pytestmark = pytest.mark.timing
 
 
 def two_containers(namespace: str, name: str, first: str, second: str) -> dict[str, Any]:

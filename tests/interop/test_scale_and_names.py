@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from devtools.documents import load, memory, processes
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import Ctl, Upstream
@@ -18,6 +20,8 @@ from devtools.waiting import wait_until
 from tests.conftest import A100_APERTURE, A100_UUIDS
 from tests.interop.probe import Probe, nvml_memory
 from tests.interop.watching import watching
+
+pytestmark = pytest.mark.timing
 
 IDLE = {str(i): 0 for i in range(8)}
 

@@ -15,6 +15,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.documents import (
     ACTIVITY,
     load,
@@ -28,6 +30,8 @@ from devtools.documents import (
 from devtools.podresources import FakePodResourcesLister, gpu_pod
 from devtools.upstream import Ctl, Upstream, allocwatch_once
 from tests.conftest import A100_APERTURE, A100_HALF, A100_UUIDS
+
+pytestmark = pytest.mark.timing
 
 
 def without_our_activity(doc: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:

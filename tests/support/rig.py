@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,7 @@ from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.podresources import PodResourcesClient
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
-from allocwatch.shutdown import Shutdown
+from allocwatch.shutdown import Interrupted, Shutdown
 from allocwatch.watch import Watcher
 from devtools.podresources import FakePodResourcesLister
 from tests.conftest import A100_APERTURE, A100_HALF
@@ -52,8 +53,14 @@ class Rig:
 
     def start(self) -> None:
         assert self.client.wait_ready(5)
-        self.thread = threading.Thread(target=self.watcher.run, args=(self.stop,), daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def _run(self) -> None:
+        # As the CLI runs it: a stop that lands in a List or a parse ends the
+        # loop with Interrupted, which is how it stops, not a failure.
+        with contextlib.suppress(Interrupted):
+            self.watcher.run(self.stop)
 
     def close(self) -> None:
         self.stop.set()

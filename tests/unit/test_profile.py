@@ -314,6 +314,7 @@ class TestProfileSource:
         assert source.refresh() is None
         assert source.error is not None
 
+    @pytest.mark.timing
     def test_a_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
         path = tmp_path / "config.yaml"
         os.mkfifo(path)

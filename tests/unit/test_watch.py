@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import shutil
@@ -21,7 +22,7 @@ from allocwatch.processes import MAX_PROCESSES_PER_DEVICE
 from allocwatch.profilesource import ProfileSource
 from allocwatch.publisher import OverridesPublisher
 from allocwatch.render import render_document
-from allocwatch.shutdown import Shutdown
+from allocwatch.shutdown import Interrupted, Shutdown
 from allocwatch.watch import Watcher
 from devtools.waiting import wait_until
 from tests.conftest import A100, A100_APERTURE, A100_HALF, A100_UUIDS
@@ -74,6 +75,18 @@ class Loop:
     def document(self) -> dict:
         return parse_document(self.overrides.read_text())
 
+    def start(self, stop: Shutdown) -> threading.Thread:
+        """run() in a thread until `stop`, as the CLI runs it: a stop that lands
+        in a parse ends the loop with Interrupted, which is how it stops."""
+
+        def run() -> None:
+            with contextlib.suppress(Interrupted):
+                self.watcher.run(stop)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
 
 @pytest.fixture
 def loop(driver_root: Path) -> Loop:
@@ -85,22 +98,24 @@ def running(driver_root: Path) -> Iterator[tuple[Loop, Shutdown]]:
     """A loop whose run() goes on in a thread until the test ends."""
     loop = Loop(driver_root, interval=0.005)
     stop = Shutdown()
-    thread = threading.Thread(target=loop.watcher.run, args=(stop,), daemon=True)
-    thread.start()
+    thread = loop.start(stop)
     yield loop, stop
     stop.set()
     thread.join(5)
     assert not thread.is_alive()
 
 
+@pytest.mark.timing
 def test_run_publishes_before_its_first_tick(driver_root: Path) -> None:
     loop = Loop(driver_root, interval=3600)
     loop.lister.set_claims([gpu_claim("ml", "trainer", A100_UUIDS[0])])
     stop = Shutdown()
-    thread = threading.Thread(target=loop.watcher.run, args=(stop,), daemon=True)
-    thread.start()
+    thread = loop.start(stop)
     try:
-        wait_until(lambda: loop.shows({0: HALF}), timeout=5, what="the immediate publish")
+        # The count goes up after the poll has published: wait for it, then
+        # the claim must be in the file already, from the first poll.
+        wait_until(lambda: loop.polls() >= 1, timeout=5, what="the immediate poll")
+        assert loop.shows({0: HALF})
         assert loop.polls() == 1
     finally:
         stop.set()
@@ -228,11 +243,11 @@ def test_profile_missing_then_appearing(tmp_path: Path) -> None:
     assert loop.watcher.ready() == (True, "ok")
 
 
+@pytest.mark.timing
 def test_a_failed_poll_is_retried_within_a_second_at_a_long_interval(tmp_path: Path) -> None:
     loop = Loop(tmp_path / "driver", interval=3600)
     stop = Shutdown()
-    thread = threading.Thread(target=loop.watcher.run, args=(stop,), daemon=True)
-    thread.start()
+    thread = loop.start(stop)
     try:
         wait_until(lambda: loop.polls() >= 1, what="the first poll")
         loop.profile.parent.mkdir(parents=True)
@@ -429,6 +444,7 @@ def test_byte_counts_are_written_as_integers(loop: Loop) -> None:
     assert f"used_bytes: {A100_HALF}\n" in text and "e+" not in text and ".0" not in text
 
 
+@pytest.mark.timing
 def test_a_fast_interval_polls_repeatedly_and_stops_cleanly(
     running: tuple[Loop, Shutdown],
 ) -> None:

@@ -20,6 +20,8 @@ from devtools.waiting import wait_until
 from e2e.framework.hostexec import HostExec
 from e2e.framework.kubectl import Kubectl, KubectlError
 
+pytestmark = pytest.mark.timing
+
 CGROUPS = Path("/sys/fs/cgroup")
 
 

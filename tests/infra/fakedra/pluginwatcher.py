@@ -23,9 +23,11 @@ from e2e.kubeletapi.dra.v1 import api_pb2 as dra_pb2
 from e2e.kubeletapi.dra.v1 import api_pb2_grpc as dra_grpc
 from e2e.kubeletapi.pluginregistration.v1 import api_pb2 as reg_pb2
 from e2e.kubeletapi.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from tests.support import START_SECONDS
 
 OPTIONS = [("grpc.default_authority", "localhost")]
-TIMEOUT = 10.0
+# The plugin's start (an interpreter and grpc) is in these waits: see START_SECONDS.
+TIMEOUT = START_SECONDS
 
 
 @dataclass

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devtools.waiting import wait_until
 from tests.infra.fakedra.conftest import (
     DEVICE_CLASS,
@@ -18,7 +20,9 @@ from tests.infra.fakedra.conftest import (
     PluginProcess,
 )
 from tests.infra.fakedra.pluginwatcher import FakePluginWatcher
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, START_SECONDS
+
+pytestmark = pytest.mark.timing
 
 StartPlugin = Callable[..., PluginProcess]
 CLAIMS = f"{RESOURCE}/namespaces/ns/resourceclaims"
@@ -45,16 +49,18 @@ def test_registers_as_a_dra_plugin(
     assert reg.info.name == DRIVER
     assert reg.info.endpoint == str(root / "plugins" / DRIVER / "dra.sock")
     assert list(reg.info.supported_versions) == ["v1.DRAPlugin"]
-    wait_until(lambda: "registered with the kubelet" in plugin.log(), what="the log line")
+    wait_until(
+        lambda: "registered with the kubelet" in plugin.log(), START_SECONDS, what="the log line"
+    )
     kubelet.refuse("no such version")
-    wait_until(lambda: "refused the registration: no such version" in plugin.log())
+    wait_until(lambda: "refused the registration: no such version" in plugin.log(), START_SECONDS)
 
 
 def test_publishes_the_profile_as_a_slice_and_a_device_class(
     apiserver: ApiServer, start_plugin: StartPlugin
 ) -> None:
     start_plugin()
-    published = wait_until(lambda: apiserver.get(SLICE), what="the ResourceSlice")
+    published = wait_until(lambda: apiserver.get(SLICE), START_SECONDS, what="the ResourceSlice")
     spec = published["spec"]
     assert spec["driver"] == DRIVER
     assert spec["nodeName"] == NODE
@@ -62,7 +68,7 @@ def test_publishes_the_profile_as_a_slice_and_a_device_class(
     assert [(d["name"], d["attributes"]["uuid"]["string"]) for d in spec["devices"]] == [
         (f"gpu-{i}", UUIDS[i]) for i in range(4)
     ]
-    cls = wait_until(lambda: apiserver.get(DEVICE_CLASS), what="the DeviceClass")
+    cls = wait_until(lambda: apiserver.get(DEVICE_CLASS), START_SECONDS, what="the DeviceClass")
     assert cls["spec"]["selectors"][0]["cel"]["expression"] == f'device.driver == "{DRIVER}"'
 
 
@@ -78,6 +84,7 @@ def test_replaces_a_stale_slice_with_the_next_generation(
     start_plugin()
     published = wait_until(
         lambda: (s := apiserver.get(SLICE)) and len(s["spec"]["devices"]) == 4 and s,
+        START_SECONDS,
         what="the updated slice",
     )
     assert published["spec"]["pool"]["generation"] == 5
@@ -88,19 +95,19 @@ def test_publishes_again_after_each_registration(
 ) -> None:
     # no resync within the test: only a registration can bring the slice back
     plugin = start_plugin("--resync-interval", "3600")
-    wait_until(lambda: apiserver.get(SLICE), what="the first slice")
+    wait_until(lambda: apiserver.get(SLICE), START_SECONDS, what="the first slice")
     kubelet.register()
     assert apiserver.delete(SLICE) is not None  # what a starting kubelet does
     kubelet.register()
-    wait_until(lambda: apiserver.get(SLICE), what="the slice after re-registration")
+    wait_until(lambda: apiserver.get(SLICE), START_SECONDS, what="the slice after re-registration")
     assert plugin.log().count("created ResourceSlice") == 2
 
 
 def test_resync_repairs_a_deleted_slice(apiserver: ApiServer, start_plugin: StartPlugin) -> None:
     start_plugin("--resync-interval", "0.2")
-    wait_until(lambda: apiserver.get(SLICE), what="the first slice")
+    wait_until(lambda: apiserver.get(SLICE), START_SECONDS, what="the first slice")
     apiserver.delete(SLICE)
-    wait_until(lambda: apiserver.get(SLICE), what="the repaired slice")
+    wait_until(lambda: apiserver.get(SLICE), START_SECONDS, what="the repaired slice")
 
 
 def test_prepare_answers_our_devices_without_cdi_ids(
@@ -166,7 +173,9 @@ def test_serves_again_when_its_sockets_are_removed(
     start_plugin()
     first = kubelet.register()
     first.socket.unlink()
-    wait_until(lambda: first.socket.is_socket(), what="the re-created registration socket")
+    wait_until(
+        lambda: first.socket.is_socket(), START_SECONDS, what="the re-created registration socket"
+    )
     second = kubelet.register()
     assert second.info.endpoint == first.info.endpoint
 
@@ -184,7 +193,9 @@ def test_exits_cleanly_and_removes_its_sockets(
 def test_waits_for_the_profile(apiserver: ApiServer, start_plugin: StartPlugin, root: Path) -> None:
     profile = root / "later.yaml"
     plugin = start_plugin(config=profile)
-    wait_until(lambda: "waiting" in plugin.log(), what="the waiting line")
+    wait_until(lambda: "waiting" in plugin.log(), START_SECONDS, what="the waiting line")
     assert apiserver.get(SLICE) is None
     profile.write_text((REPO_ROOT / "e2e/profiles/four-gpus.yaml").read_text())
-    wait_until(lambda: apiserver.get(SLICE), what="the slice once the profile exists")
+    wait_until(
+        lambda: apiserver.get(SLICE), START_SECONDS, what="the slice once the profile exists"
+    )

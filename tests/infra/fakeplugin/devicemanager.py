@@ -21,6 +21,7 @@ import grpc
 
 from devtools.waiting import wait_until
 from e2e.fakeplugin.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from tests.support import START_SECONDS
 
 T = TypeVar("T")
 OPTIONS = [("grpc.default_authority", "localhost")]
@@ -122,8 +123,12 @@ class FakeDeviceManager:
                     os.unlink(entry)
         self.start()
 
-    def wait_for_registrations(self, count: int, timeout: float = 10.0) -> Registration:
-        """Wait until `count` registrations have arrived and the last one has listed devices."""
+    def wait_for_registrations(self, count: int, timeout: float = START_SECONDS) -> Registration:
+        """Wait until `count` registrations have arrived and the last one has listed devices.
+
+        The default is START_SECONDS: the waits of these tests hold the start of a
+        plugin process (an interpreter and grpc), and bound nothing they check.
+        """
 
         def ready() -> Registration | None:
             with self._lock:

@@ -11,7 +11,9 @@ import pytest
 from devtools.waiting import wait_until
 from tests.infra.fakeplugin.conftest import UUIDS, PluginProcess
 from tests.infra.fakeplugin.devicemanager import FakeDeviceManager
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, START_SECONDS
+
+pytestmark = pytest.mark.timing
 
 StartPlugin = Callable[..., PluginProcess]
 SOCKET = "fakeplugin-nvidia.com_gpu.sock"
@@ -78,7 +80,7 @@ def test_serves_first_and_registers_when_the_kubelet_appears(
     plugin_dir: Path, start_plugin: StartPlugin
 ) -> None:
     plugin = start_plugin()
-    wait_until((plugin_dir / SOCKET).is_socket, what="the plugin socket")
+    wait_until((plugin_dir / SOCKET).is_socket, START_SECONDS, what="the plugin socket")
     with FakeDeviceManager(plugin_dir) as kubelet:
         reg = kubelet.wait_for_registrations(1)
         assert reg.devices == [(u, "Healthy") for u in UUIDS]
@@ -123,7 +125,9 @@ def test_waits_for_the_profile(
 ) -> None:
     profile = plugin_dir.parent / "config.yaml"
     plugin = start_plugin(config=profile)
-    wait_until(lambda: "waiting" in plugin.log(), what="the plugin to wait for its profile")
+    wait_until(
+        lambda: "waiting" in plugin.log(), START_SECONDS, what="the plugin to wait for its profile"
+    )
     assert not kubelet.registrations
     profile.write_text((REPO_ROOT / "e2e/profiles/four-gpus.yaml").read_text())
     reg = kubelet.wait_for_registrations(1)
