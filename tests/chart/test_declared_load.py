@@ -38,7 +38,7 @@ def test_off_mounts_no_token_and_creates_no_account(helm: Helm) -> None:
     assert [o["kind"] for o in objects] == ["DaemonSet"]
     spec = pod_spec(objects)
     assert spec["automountServiceAccountToken"] is False
-    assert "serviceAccountName" not in spec
+    assert spec["serviceAccountName"] == "default"  # named, not left out: see the template
     c = container(objects)
     assert "--declared-load" not in c["args"]
     assert all(e["name"] != "NODE_NAME" for e in c["env"])
@@ -84,7 +84,8 @@ def test_on_changes_nothing_else_in_the_daemonset(helm: Helm) -> None:
     off = only(helm.render(), "DaemonSet")
     on = copy.deepcopy(only(helm.render(ON), "DaemonSet"))
     spec = on["spec"]["template"]["spec"]
-    assert spec.pop("serviceAccountName") == NAME
+    assert spec["serviceAccountName"] == NAME
+    spec["serviceAccountName"] = "default"
     spec["automountServiceAccountToken"] = False
     c = spec["containers"][0]
     c["args"].remove("--declared-load")

@@ -185,7 +185,7 @@ def test_security_context(helm: Helm) -> None:
     objects = helm.render()
     spec = pod_spec(objects)
     assert spec["automountServiceAccountToken"] is False
-    assert "serviceAccountName" not in spec
+    assert spec["serviceAccountName"] == "default"
     assert spec.get("hostNetwork", False) is False
     assert spec.get("hostPID", False) is False
     pod_sc = spec["securityContext"]
