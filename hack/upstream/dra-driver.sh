@@ -18,19 +18,17 @@
 # pinned commit ($ALLOCWATCH_DRA_GIT overrides the URL). <source> is
 # tar-<sha256> or git-<commit> and <recipe> hashes the pin, this script and
 # source.sh, so a changed source or recipe builds afresh; a complete directory
-# is reused as is. <cache> is $ALLOCWATCH_CACHE (hack/cache-dir.sh).
+# is reused as is. <cache> is $ALLOCWATCH_CACHE (hack/common.sh).
 #
 # Exit codes: 0 built (or cached); 1 anything failed (one line on stderr says what).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pin=$here/dra-driver.version
-log() { echo "dra-driver.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+# shellcheck source=hack/common.sh
+. "$here/../common.sh"
 # shellcheck source=hack/upstream/source.sh
 . "$here/source.sh"
-# shellcheck source=hack/cache-dir.sh
-. "$here/../cache-dir.sh"
 cache=$(allocwatch_cache_dir)
 recipe=$(cat "$pin" "$here/dra-driver.sh" "$here/source.sh" | sha256sum | cut -c1-8)
 version=$(pin_value "$pin" version)
@@ -45,12 +43,7 @@ if [ -f "$out/SOURCE" ]; then
 fi
 
 # Looked up only once a build is needed: a complete cache needs no Go.
-go=${GO:-}
-if [ -z "$go" ]; then
-  if command -v go >/dev/null 2>&1; then go=$(command -v go)
-  elif [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go
-  fi
-fi
+go=${GO:-$(find_go || true)}
 if [ -z "$go" ] || ! "$go" version >/dev/null 2>&1; then
   die "no working Go toolchain (${go:-none found}; put go on PATH or set GO=...)"
 fi

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_upstream_build import (
+from tests.infra.test_upstream_build import (
     DEP,
     DEP_VERSION,
     GO,
