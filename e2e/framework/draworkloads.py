@@ -7,6 +7,8 @@ NVIDIA's DRA driver too, whose device names are `gpu-<minor>`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from devtools.waiting import WaitAbort, wait_until
 
 from .draplugin import DRIVER
@@ -75,14 +77,7 @@ class DraWorkloads:
                 raise WaitAbort(f"pod {pod_name} is {phase}: {pod['status']}")
             if phase != "Running":
                 return None
-            # a template's claim has a generated name, found in the pod's status
-            generated = [
-                s["resourceClaimName"]
-                for s in pod["status"].get("resourceClaimStatuses", [])
-                if s.get("name") == POD_CLAIM
-            ]
-            named = pod["spec"]["resourceClaims"][0].get("resourceClaimName")
-            claim = kubectl.get("resourceclaim", (generated or [named])[0], "-n", ns)
+            claim = kubectl.get("resourceclaim", _claim_of(pod), "-n", ns)
             results = claim.get("status", {}).get("allocation", {}).get("devices", {})
             return sorted(
                 r["device"] for r in results.get("results", []) if r.get("driver") == DRIVER
@@ -91,6 +86,22 @@ class DraWorkloads:
         return wait_until(
             read, timeout, f"pod {pod_name} to run with a GPU", diagnostics=self.pods.diagnostics
         )
+
+    def claim_name(self, pod_name: str) -> str:
+        """The name of the ResourceClaim the pod's `gpus` entry stands for."""
+        kubectl, ns = self.pods.kubectl, self.pods.namespace
+        return _claim_of(kubectl.get("pod", pod_name, "-n", ns))
+
+
+def _claim_of(pod: dict[str, Any]) -> str:
+    """A shared claim's own name, or the generated name of a template's claim
+    (which the pod's status gives once the claim exists)."""
+    generated = [
+        s["resourceClaimName"]
+        for s in pod["status"].get("resourceClaimStatuses", [])
+        if s.get("name") == POD_CLAIM
+    ]
+    return (generated or [pod["spec"]["resourceClaims"][0].get("resourceClaimName")])[0]
 
 
 class DraPods:

@@ -40,11 +40,13 @@ def apps(real: RealDraStack) -> list[list[str]]:
 
 def named(real: RealDraStack, holders: dict[str, list[str]]) -> list[list[str]]:
     """The Processes table for `holders` (pod -> the UUIDs its claim holds): each pod
-    on each of its GPUs, with that GPU's used MiB shared equally among its claims."""
+    on each of its GPUs, with that GPU's used MiB shared equally among its claims.
+    A DRA claim's process is named for its pod, container and ResourceClaim."""
     claims = Counter(uuid for uuids in holders.values() for uuid in uuids)
+    names = {pod: real.claims.claim_name(pod) for pod in holders}
     used = {row.uuid: row.used_mib for row in real.expected(dict(claims))}
     return sorted(
-        [uuid, f"{real.workload_ns}/{pod}/main", str(used[uuid] // claims[uuid])]
+        [uuid, f"{real.workload_ns}/{pod}/main/{names[pod]}", str(used[uuid] // claims[uuid])]
         for pod, uuids in holders.items()
         for uuid in uuids
     )
