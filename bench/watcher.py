@@ -91,7 +91,7 @@ def scrape(port: int) -> dict[str, float]:
         text = r.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("allocwatch_polls_total"):
+        if line.startswith(("allocwatch_polls_total", "allocwatch_declared_load_stale")):
             name, value = line.rsplit(" ", 1)
             out[name] = float(value)
     return out
@@ -99,6 +99,19 @@ def scrape(port: int) -> dict[str, float]:
 
 def polls(m: dict[str, float]) -> float:
     return sum(v for k, v in m.items() if k.startswith("allocwatch_polls_total"))
+
+
+def settled(port: int, seconds_per_poll: float) -> None:
+    """Return once the pods' annotations are in and two polls have run since: the
+    loads they declare are published before the idle window starts, not in it."""
+    deadline = time.monotonic() + 30
+    while scrape(port).get("allocwatch_declared_load_stale", 1) != 0:
+        assert time.monotonic() < deadline, "the annotations never arrived"
+        time.sleep(0.05)
+    after = polls(scrape(port)) + 2
+    while polls(scrape(port)) < after:
+        assert time.monotonic() < deadline + 10 * seconds_per_poll, "no polls"
+        time.sleep(0.05)
 
 
 class FileReadings:
@@ -198,6 +211,8 @@ def run_interval(
                         counts[devices[i // replicas].index] += on
                     return {str(d.index): expected_used(d, counts[d.index]) for d in devices}
 
+                if declared:
+                    settled(port, seconds_per_poll=parse_duration(interval))
                 readings = FileReadings(target)
                 # Writes are counted on the file itself (inotify), not taken from
                 # the watcher's own counter.

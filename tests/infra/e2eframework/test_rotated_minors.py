@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from e2e.framework.realdra import rotated_minors
-from tests.realstack.test_nvml_mock_values import TARBALL
+from tests.infra.realstack.test_nvml_mock_values import TARBALL
 
 T4_IN_TARBALL = "/deployments/nvml-mock/helm/nvml-mock/profiles/t4.yaml"
 
