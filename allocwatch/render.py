@@ -98,29 +98,91 @@ def _marked(node: Any) -> Any:
     return node
 
 
-class DocumentRenderer:
-    """render_document, reusing the last render when only integers changed.
-
-    A write nearly always changes only our byte counts, and PyYAML's
-    representer and emitter are most of a writing poll's own CPU. So the
-    shape of the last document is rendered once, with a mark in place of each
-    integer, and a document of the same shape is that text with its integers
-    filled in: the same bytes as render_document, for much less work.
-    """
+class _Template:
+    """One document's render, reused while only its integers change."""
 
     def __init__(self) -> None:
         self._shape: Any = None
-        self._template: str | None = None
+        self._text: str | None = None
 
-    def __call__(self, doc: Mapping[str, Any]) -> str:
+    def __call__(self, doc: dict[str, Any]) -> str:
         integers: list[int] = []
-        shape = _shape(dict(doc), integers)
+        shape = _shape(doc, integers)
         if shape != self._shape:
-            self._shape, self._template = shape, None
-            text = render_document(_marked(dict(doc)))
+            self._shape, self._text = shape, None
+            text = render_document(_marked(doc))
             # Text of someone else's that contains the mark: render in full.
             if text.count(_INTEGER_MARK) == len(integers):
-                self._template = text.replace("%", "%%").replace(_INTEGER_MARK, "%d")
-        if self._template is None:
+                self._text = text.replace("%", "%%").replace(_INTEGER_MARK, "%d")
+        if self._text is None:
             return render_document(doc)
-        return self._template % tuple(integers)
+        return self._text % tuple(integers)
+
+
+# Stands where a device's entry goes in the rest of the document: plain text,
+# one token, like _INTEGER_MARK, then the device's name.
+_DEVICE_MARK = "allocwatch-device-5b0d-"
+
+
+def _device_section(name: Any, entry: Any) -> bool:
+    """A device entry rendered on its own: a non-empty map under our kind of name."""
+    return (
+        type(name) is str
+        and name.isascii()
+        and name.isdigit()
+        and len(name) <= 10
+        and type(entry) is dict
+        and bool(entry)
+    )
+
+
+class DocumentRenderer:
+    """render_document, reusing the renders of the parts that only changed integers.
+
+    A write nearly always changes our keys on one or two devices, and
+    PyYAML's representer and emitter are most of a writing poll's own CPU.
+    So each device's entry under `devices` is rendered on its own, as the
+    one device of a document, and the rest of the document with a mark in
+    each entry's place; the entry's lines then replace the mark's line. Each
+    part's shape is rendered once, with a mark in place of each integer, and
+    a part of the same shape is that text with its integers filled in: the
+    same bytes as render_document. A whole-document template alone was
+    rejected: a claim that comes or goes changes its device's process list,
+    and so the whole document's shape, on nearly every write.
+    """
+
+    def __init__(self) -> None:
+        self._rest = _Template()
+        self._devices: dict[str, _Template] = {}
+
+    def __call__(self, doc: Mapping[str, Any]) -> str:
+        doc = dict(doc)
+        devices = doc.get("devices")
+        sections = (
+            [name for name, entry in devices.items() if _device_section(name, entry)]
+            if type(devices) is dict
+            else []
+        )
+        for name in [n for n in self._devices if n not in sections]:
+            del self._devices[name]
+        if not sections:
+            return self._rest(doc)
+        assert type(devices) is dict
+        marked = dict(devices)
+        for name in sections:
+            marked[name] = _DEVICE_MARK + name
+        text = self._rest({**doc, "devices": marked})
+        for name in sections:
+            template = self._devices.get(name)
+            if template is None:
+                template = self._devices[name] = _Template()
+            # "devices:\n", the name's line, then the entry's lines
+            own = template({"devices": {name: devices[name]}})
+            head, _, entry = own.partition("\n")[2].partition("\n")
+            line = f"{head} {_DEVICE_MARK}{name}\n"
+            at = text.find(line)
+            mark_lines = text.count(f" {_DEVICE_MARK}{name}\n")
+            if at < 0 or mark_lines != 1 or text[at - 1 : at] not in ("", "\n"):
+                return render_document(doc)  # someone else's text holds the mark
+            text = f"{text[:at]}{head}\n{entry}{text[at + len(line):]}"
+        return text

@@ -107,16 +107,55 @@ def test_the_renderer_notices_a_value_that_is_no_longer_an_integer(values: list[
     assert render(marked_key) == render_document(marked_key)
 
 
-def test_the_renderer_renders_a_shape_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    render = DocumentRenderer()
-    full_renders: list[object] = []
+def _counting_full_renders(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    full_renders: list[dict[str, Any]] = []
     real = render_module.render_document
     monkeypatch.setattr(
         render_module, "render_document", lambda doc: full_renders.append(doc) or real(doc)
     )
+    return full_renders
+
+
+def test_the_renderer_renders_a_shape_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    render = DocumentRenderer()
+    full_renders = _counting_full_renders(monkeypatch)
     docs = [apply({"all": {"x": 1.5}}, wanted({0: R(used, 80 - used)})) for used in (0, 40, 80)]
     texts = [render(doc) for doc in docs]
-    assert len(full_renders) == 1
-    assert texts == [real(doc) for doc in docs]
-    render(apply(docs[0], wanted({1: R(0, 80)})))  # a new device: a new shape
-    assert len(full_renders) == 2
+    assert len(full_renders) == 2  # the device's entry, and the rest around it
+    assert texts == [render_document(doc) for doc in docs]
+    render(apply(docs[0], wanted({1: R(0, 80)})))  # a new device: its entry, and a new rest
+    assert len(full_renders) == 4
+
+
+def test_a_device_whose_keys_change_shape_is_rendered_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    render = DocumentRenderer()
+    full_renders = _counting_full_renders(monkeypatch)
+    doc = apply({"all": {"x": 1.5}}, wanted({i: R(0, 80) for i in range(12)}))
+    render(doc)
+    before = len(full_renders)
+    changed = {**doc, "devices": {**doc["devices"], "10": {**doc["devices"]["10"], "y": "z"}}}
+    assert render(changed) == render_document(changed)
+    assert [list(d) for d in full_renders[before:]] == [["devices"]]
+    assert list(full_renders[-1]["devices"]) == ["10"]
+
+
+def _random_devices(rng: random.Random) -> dict[str, Any]:
+    names = ["0", "1", "10", "2", "01", "x", "1" * 11, "\uff13"]  # the last a full-width 3
+    entries: list[Any] = [{}, [], "allocwatch-device-5b0d-1", None, 5]
+    return {
+        rng.choice(names): _random_document(rng, 1) if rng.random() < 0.7 else rng.choice(entries)
+        for _ in range(rng.randrange(6))
+    }
+
+
+def test_the_renderer_writes_what_a_full_render_writes_device_by_device() -> None:
+    rng = random.Random(11)
+    render = DocumentRenderer()
+    for _ in range(300):
+        doc = {**_random_document(rng, 2), "devices": _random_devices(rng)}
+        if rng.random() < 0.2:
+            doc["all"] = {"1": render_module._DEVICE_MARK + "1", "10": 7}  # our mark, theirs
+        for variant in [doc] + [_with_new_integers(doc, rng) for _ in range(3)]:
+            assert render(variant) == render_document(variant)
