@@ -139,7 +139,14 @@ class Watcher:
     def _wanted(self, readings: Readings) -> Publication:
         """Our keys for `readings`; any other key we published last is removed."""
         last = self._last_wanted
-        if last is not None and last[0] is readings and last[1] is self._published:
+        # After it is published, the answer is also what was published, and
+        # asked again of the same readings it is the same answer: the same
+        # object, so the publisher's own check of it is skipped too.
+        if (
+            last is not None
+            and last[0] is readings
+            and (last[1] is self._published or last[2] is self._published)
+        ):
             return last[2]
         wanted = publication(readings.devices, self.surfaces)
         for index, keys in self._published.items():

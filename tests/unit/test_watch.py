@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from allocwatch import watch
+from allocwatch import publisher, watch
 from allocwatch.activity import Band
 from allocwatch.declaredload import DeclaredLoad
 from allocwatch.document import count_nodes, parse_document
@@ -626,12 +626,19 @@ def test_an_unchanged_list_and_profile_are_not_reconciled_again(
     calls: list[int] = []
     real_read = watch.read
     monkeypatch.setattr(watch, "read", lambda *a: calls.append(1) or real_read(*a))
+    keys: list[int] = []
+    real_publication = watch.publication
+    monkeypatch.setattr(watch, "publication", lambda *a: keys.append(1) or real_publication(*a))
+    checks: list[int] = []
+    real_holds = publisher.holds
+    monkeypatch.setattr(publisher, "holds", lambda *a: checks.append(1) or real_holds(*a))
     for _ in range(5):
         assert loop.poll() == OK
-    assert len(calls) == 1
+    assert (len(calls), len(keys)) == (1, 1)
+    assert len(checks) <= 2  # before the first write, and after it; not every poll
     loop.lister.set_claims(list(claims[:-1]))
     assert loop.poll() == OK
-    assert len(calls) == 2
+    assert (len(calls), len(keys)) == (2, 2)
 
 
 # ---- activity ------------------------------------------------------------------------
