@@ -20,7 +20,7 @@ from typing import Any
 
 from allocwatch import publisher, watch
 from allocwatch.logs import configure
-from allocwatch.metrics import Metrics
+from allocwatch.metrics import Metrics, PollOutcome
 from allocwatch.podresources import PodResourcesClient
 from allocwatch.profilesource import ProfileSource, load_devices
 from allocwatch.publisher import OverridesPublisher
@@ -32,7 +32,8 @@ WHOLE = "whole poll"
 ORDER = [
     "profile check",
     "List + claims",
-    "reconcile",
+    "claims -> readings",
+    "readings -> our keys",
     "publish",
     "publish: read the file",
     "publish: render YAML",
@@ -69,6 +70,7 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
         config = tmp / "driver" / "config"
         config.mkdir(parents=True)
         shutil.copy(PROFILE, config / "config.yaml")
+        overrides = config / "overrides.yaml"
         devices = load_devices(PROFILE)
         gpu_pods = replica_pods(devices, REPLICAS)
         base = background_pods(NODE_PODS - len(gpu_pods))
@@ -81,7 +83,7 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
                 watcher = Watcher(
                     client,
                     ProfileSource(config / "config.yaml"),
-                    OverridesPublisher(config / "overrides.yaml"),
+                    OverridesPublisher(overrides),
                     fraction=0.5,
                     interval=gap,
                     metrics=Metrics(),
@@ -89,7 +91,8 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
                 timer = StepTimer()
                 timer.wrap(watcher.profile, "refresh", "profile check")
                 timer.wrap(client, "list_claims", "List + claims")
-                timer.wrap(watch, "reconcile", "reconcile")
+                timer.wrap(watch, "read", "claims -> readings")
+                timer.wrap(watch, "publication", "readings -> our keys")
                 timer.wrap(watcher.publisher, "publish", "publish")
                 timer.wrap(watcher.publisher, "_current", "publish: read the file")
                 timer.wrap(watcher.publisher, "render", "publish: render YAML")
@@ -106,10 +109,13 @@ def measure(polls: int, gap: float) -> dict[str, dict[str, float]]:
                         kubelet.set_pods(base + [p for n, p in enumerate(gpu_pods) if n != gone])
                     timer.kind = "writing" if writing else "idle"
                     time.sleep(gap)
+                    # every write renames a new file in: a new inode while the old one lives
+                    before = os.stat(overrides).st_ino
                     started = time.thread_time_ns()
                     outcome = watcher.poll()
                     timer.ns[timer.kind][WHOLE] += time.thread_time_ns() - started
-                    if outcome.wrote != writing:
+                    wrote = os.stat(overrides).st_ino != before
+                    if outcome is not PollOutcome.OK or wrote != writing:
                         raise RuntimeError(f"poll {i}: expected wrote={writing}, got {outcome}")
             finally:
                 client.close()
