@@ -50,9 +50,12 @@ helm: venv
 	p=$$(command -v "$$h") && [ -f "$$p" ] || { echo "make helm: HELM=$$h is not an executable file" >&2; exit 1; }; \
 	ln -sfn "$$(realpath "$$p")" $(HELM_BIN)
 
-## test: helm, lint, then every unit, integration and chart test
+## test: helm, lint, then every unit, integration and chart test, on every core
+# (TEST_JOBS=0 runs them in this one process; test files stay whole on one worker)
+TEST_JOBS ?= auto
 test: helm lint
-	HELM=$(HELM_BIN) $(PY) -m pytest tests --ignore=tests/interop --ignore=tests/apiserver
+	HELM=$(HELM_BIN) $(PY) -m pytest tests --ignore=tests/interop --ignore=tests/apiserver \
+	  -n $(TEST_JOBS) --dist loadfile
 
 ## apiserver-test: the pod watch against a real kube-apiserver and etcd (builds them: Go)
 # The local cluster's binaries (hack/cluster/build.sh, cached under
