@@ -95,3 +95,13 @@ def test_the_kind_config_lets_the_kubelet_run_on_cgroup_v1() -> None:
     patches = [yaml.safe_load(p) for p in config["kubeadmConfigPatches"]]
     assert {"kind": "KubeletConfiguration", "failCgroupV1": False} in patches
     assert [n["role"] for n in config["nodes"]] == ["control-plane"]
+
+
+def test_the_kind_config_runs_the_control_plane_without_leader_election() -> None:
+    config = yaml.safe_load(render("kind-config.yaml.j2"))
+    (cluster,) = [
+        p for p in map(yaml.safe_load, config["kubeadmConfigPatches"])
+        if p["kind"] == "ClusterConfiguration"
+    ]  # fmt: skip
+    for component in ("controllerManager", "scheduler"):
+        assert {"name": "leader-elect", "value": "false"} in cluster[component]["extraArgs"]
