@@ -28,10 +28,17 @@ SURFACED_WITHIN = 20
 def foreign_root(deployed: Stack) -> Iterator[tuple[Pods, str]]:
     root = f"{deployed.settings.nvml_mock_root}/allocwatch-e2e-refusal"
     deployed.kubectl.apply(render("namespace.yaml.j2", namespace=NAMESPACE))
+    pods = Pods(deployed.kubectl, NAMESPACE, deployed.node, deployed.diagnostics)
     try:
-        yield Pods(deployed.kubectl, NAMESPACE, deployed.node, deployed.diagnostics), root
+        yield pods, root
     finally:
-        deployed.kubectl.delete("namespace", NAMESPACE, wait=True)
+        # The helper first, waiting for its pod: a namespace deleted with a
+        # pod still terminating in it is retried on the namespace
+        # controller's back-off, which took 15-30 s.
+        try:
+            NodeFiles.remove_from(pods)
+        finally:
+            deployed.kubectl.delete("namespace", NAMESPACE, wait=True)
         deployed.kubectl.exec(deployed.ns, deployed.files.helper(), ["rm", "-rf", root])
 
 

@@ -88,8 +88,13 @@ class NodeFiles:
         self.helper()
 
     def remove(self) -> None:
-        self.pods.kubectl.delete("daemonset", HELPER, "-n", self.pods.namespace, wait=True)
-        self.pods.wait_gone(HELPER_LABELS)
+        self.remove_from(self.pods)
+
+    @staticmethod
+    def remove_from(pods: Pods) -> None:
+        """The helper gone from `pods`' namespace, its pod included."""
+        pods.kubectl.delete("daemonset", HELPER, "-n", pods.namespace, wait=True)
+        pods.wait_gone(HELPER_LABELS)
 
     def helper(self) -> str:
         return self.pods.wait_ready(HELPER_LABELS, timeout=60)
