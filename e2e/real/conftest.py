@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,27 +33,49 @@ def real_stack(provider: Provider, pytestconfig: pytest.Config) -> Iterator[Real
     yield from deployed_for_run(stack, pytestconfig.getoption("--e2e-keep"))
 
 
+def _as_needed(stack: RealStack, replicas: int) -> RealStack:
+    if stack.plugin_replicas != replicas:
+        stack.deploy_plugin(replicas)
+    if not stack.allocwatch_installed:
+        stack.install_allocwatch()
+    return stack
+
+
 @pytest.fixture
 def real(real_stack: RealStack) -> RealStack:
     """The stack as every test starts from it: allocwatch installed by its chart, and
     the device plugin advertising each GPU once."""
-    if real_stack.plugin_replicas != 1:
-        real_stack.deploy_plugin(replicas=1)
-    if not real_stack.allocwatch_installed:
-        real_stack.install_allocwatch()
-    return real_stack
+    return _as_needed(real_stack, replicas=1)
 
 
 @pytest.fixture
-def gpu_pod(real: RealStack, request: pytest.FixtureRequest) -> Iterator[GpuPod]:
+def time_sliced(real_stack: RealStack) -> RealStack:
+    """The stack with the device plugin advertising each GPU twice (time-slicing)."""
+    return _as_needed(real_stack, replicas=2)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The time-sliced tests last, together: the plugin restarts for a new
+    # config, so interleaved they would redeploy it back and forth. Ordering
+    # by fixture rather than by file keeps each file's tests where they read.
+    here = Path(__file__).parent
+    items.sort(
+        key=lambda item: (
+            here in item.path.parents and "time_sliced" in getattr(item, "fixturenames", ())
+        )
+    )
+
+
+@pytest.fixture
+def gpu_pod(real_stack: RealStack, request: pytest.FixtureRequest) -> Iterator[GpuPod]:
     """Start GPU pods; whatever is left is deleted afterwards."""
     created: list[str] = []
     base = request.node.name.replace("_", "-").lower()[:40].strip("-")
 
     def start() -> str:
-        name = real.start_pod(f"{base}-{len(created)}")
+        name = real_stack.start_pod(f"{base}-{len(created)}")
         created.append(name)
         return name
 
     yield start
-    real.delete_pods(created)
+    real_stack.delete_pods(created)

@@ -44,8 +44,8 @@ def test_2_a_util_pin_holds_through_pods_coming_and_going(real: RealStack, gpu_p
     wait_reads(real, everywhere(real, Counter()), "idle after the reset")
 
 
-def test_3_time_sliced_a_gpu_reads_busier(real: RealStack, gpu_pod: GpuPod) -> None:
-    real.deploy_plugin(replicas=2)
+def test_3_time_sliced_a_gpu_reads_busier(time_sliced: RealStack, gpu_pod: GpuPod) -> None:
+    real = time_sliced
     pods = [gpu_pod() for _ in range(len(real.expectation.uuids) + 1)]
     claims = Counter(own_index(real, pod) for pod in pods)
     assert max(claims.values()) == 2, claims

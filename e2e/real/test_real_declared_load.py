@@ -26,9 +26,9 @@ GPU_MEMORY = "allocwatch.dev/gpu-memory"
 WITHIN = 30.0
 
 
-def test_declared_memory_shows_in_nvidia_smi_and_an_edit_moves_it(real: RealStack) -> None:
+def test_declared_memory_shows_in_nvidia_smi_and_an_edit_moves_it(time_sliced: RealStack) -> None:
+    real = time_sliced
     real.install_allocwatch(DECLARED)
-    real.deploy_plugin(replicas=2)
     declared: dict[str, int | None] = {}
     pods: list[str] = []
     try:

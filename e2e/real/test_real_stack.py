@@ -135,9 +135,8 @@ def test_6_uninstall_leaves_idle_and_their_overrides(real: RealStack, gpu_pod: G
         real.ctl("reset", "--gpu", "0")
 
 
-def test_7_time_slicing_two_pods_on_one_gpu(real: RealStack, gpu_pod: GpuPod) -> None:
-    # Last in the file: the `real` fixture gives any later test one replica again.
-    real.deploy_plugin(replicas=2)
+def test_7_time_slicing_two_pods_on_one_gpu(time_sliced: RealStack, gpu_pod: GpuPod) -> None:
+    real = time_sliced
     # One pod more than there are GPUs: two of them share one.
     pods = [gpu_pod() for _ in range(len(real.expectation.uuids) + 1)]
     holders = {pod: own_view(real, pod) for pod in pods}
