@@ -184,5 +184,5 @@ class DocumentRenderer:
             mark_lines = text.count(f" {_DEVICE_MARK}{name}\n")
             if at < 0 or mark_lines != 1 or text[at - 1 : at] not in ("", "\n"):
                 return render_document(doc)  # someone else's text holds the mark
-            text = f"{text[:at]}{head}\n{entry}{text[at + len(line):]}"
+            text = f"{text[:at]}{head}\n{entry}{text[at + len(line) :]}"
         return text
