@@ -2,11 +2,13 @@
 
     demo.py up     deploy nvml-mock (its chart), NVIDIA's device plugin and
                    allocwatch (its chart), print nvidia-smi before and after one
-                   GPU pod, and how to go on by hand
+                   GPU pod, time-slice a second pod onto its GPU, and say how to
+                   go on by hand
     demo.py down   remove all of it, and the files nvml-mock laid out
 
 The deployment is the e2e suite's real stack (e2e/framework/realstack.py), so
-what the demo shows is what CI checks.
+what the demo shows is what CI checks, on a node of one GPU (nvml-mock's t4
+profile cut to its first) that NVIDIA's plugin advertises twice.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from e2e.conftest import pick_node
 from e2e.framework.helm import Helm
@@ -31,6 +36,8 @@ NAMESPACE = "allocwatch-demo"
 DECLARED_LOAD = CHART / "ci" / "declared-load-values.yaml"
 INFER_LOAD = {"allocwatch.dev/gpu-memory": "4Gi", "allocwatch.dev/gpu-utilization": "30"}
 TIMELINE = Path("demo-timeline.png")
+# the nvml-mock profile the demo's one GPU comes from (e2e/realstack/nvml-mock-values.yaml's)
+PROFILE = "t4.yaml"
 # nvidia-smi samples (one a second) taken before, and between, the pods' comings and goings
 IDLE_SAMPLES, HELD_SAMPLES = 5, 12
 # What nvml-mock's pods leave on the node when they are stopped uncleanly;
@@ -47,13 +54,48 @@ NODE_DIRS = (
 )
 
 
+class OneGpuStack(RealStack):
+    """The real stack on one GPU, time-sliced in two.
+
+    NVIDIA's plugin spreads time-slicing replicas over a node's GPUs, so on
+    the profile's four the second pod would get a GPU of its own. Running
+    five pods to fill them was rejected: the picture would be four GPUs
+    busy, not one shared.
+    """
+
+    def nvml_mock_values(self) -> list[str]:
+        chart_profile = self.images.nvml_mock_chart / "profiles" / PROFILE
+        profile = one_gpu(yaml.safe_load(chart_profile.read_text()))
+        return ["--set-literal", f"gpu.customConfig={yaml.safe_dump(profile, sort_keys=False)}"]
+
+    def deploy_allocator(self) -> None:
+        self.deploy_plugin(replicas=2)
+
+
+def one_gpu(profile: dict[str, Any]) -> dict[str, Any]:
+    """An nvml-mock profile cut to its first device, and its PCIe topology to that device."""
+    first = profile["devices"][0]
+    cut = {**profile, "devices": [first]}
+    if "pcie_topology" in profile:
+        bus = first.get("pci", {}).get("bus_id")
+        topology = profile["pcie_topology"]
+        cut["pcie_topology"] = {
+            **topology,
+            "root_complexes": [
+                {**rc, "devices": [d for d in rc.get("devices", []) if d == bus]}
+                for rc in topology.get("root_complexes", [])
+            ],
+        }
+    return cut
+
+
 def stack() -> RealStack:
     provider = LocalProvider()
     provider.setup()
     images = RealImages.from_env(provider.found, "local cluster (run `make cluster-images`)")
     kubectl = Kubectl(provider.kubeconfig, provider.kubectl_bin)
     node = pick_node(kubectl, None)
-    return RealStack(kubectl, Helm(provider.kubeconfig), images, node, NAMESPACE)
+    return OneGpuStack(kubectl, Helm(provider.kubeconfig), images, node, NAMESPACE)
 
 
 def up(real: RealStack) -> None:
@@ -72,11 +114,16 @@ def up(real: RealStack) -> None:
         print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # {pod} holds {uuid}\n")
         print(real.smi.table(NAMESPACE, NODE_VIEW))
         sampler.wait_samples(HELD_SAMPLES)
-        sampler.mark(f"infer starts ({', '.join(INFER_LOAD.values())})")
+        sampler.mark(f"infer starts, time-sliced ({', '.join(INFER_LOAD.values())})")
         infer = real.start_pod("infer", annotations=INFER_LOAD)
+        shared = [row.uuid for row in real.smi.rows(NAMESPACE, infer)]
+        if shared != [uuid]:
+            raise SystemExit(f"demo: {infer} got {shared}, not {pod}'s {uuid}")
         sampler.wait_samples(HELD_SAMPLES)
-        sampler.mark("infer deleted")
-        real.delete_pods([infer])
+        print(f"$ kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi    # {pod} and {infer}\n")
+        print(real.smi.table(NAMESPACE, NODE_VIEW))
+        sampler.mark("both deleted")
+        real.delete_pods([pod, infer])
         sampler.wait_samples(HELD_SAMPLES)
     draw(sampler.timeline, TIMELINE, "nvidia-smi in the node view, second by second")
     print(f"nvidia-smi's memory, utilization, power and temperature over that run: {TIMELINE}\n")
@@ -96,7 +143,7 @@ def up(real: RealStack) -> None:
   kubectl -n {NAMESPACE} apply -f - <<<'{manifest}'
   kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi      # every GPU
   kubectl -n {NAMESPACE} exec more -- nvidia-smi           # only its own GPU
-  kubectl -n {NAMESPACE} delete pod more {pod}             # back to idle
+  kubectl -n {NAMESPACE} delete pod more                  # back to idle
   kubectl -n nvml-mock exec ds/nvml-mock -c nvml-mock -- nvml-mock-ctl temp --gpu 0 80
 
 make demo-down removes it all."""
