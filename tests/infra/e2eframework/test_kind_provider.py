@@ -104,4 +104,4 @@ def test_the_kind_config_runs_the_control_plane_without_leader_election() -> Non
         if p["kind"] == "ClusterConfiguration"
     ]  # fmt: skip
     for component in ("controllerManager", "scheduler"):
-        assert {"name": "leader-elect", "value": "false"} in cluster[component]["extraArgs"]
+        assert cluster[component]["extraArgs"] == {"leader-elect": "false"}
