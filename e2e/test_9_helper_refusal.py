@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devtools.waiting import WaitAbort
+from devtools.waiting import WaitAbort, wait_until
 from e2e.framework import timings
 from e2e.framework.manifests import render
 from e2e.framework.nodefiles import NodeFiles
@@ -27,18 +27,23 @@ SURFACED_WITHIN = 20
 @pytest.fixture
 def foreign_root(deployed: Stack) -> Iterator[tuple[Pods, str]]:
     root = f"{deployed.settings.nvml_mock_root}/allocwatch-e2e-refusal"
-    deployed.kubectl.apply(render("namespace.yaml.j2", namespace=NAMESPACE))
-    pods = Pods(deployed.kubectl, NAMESPACE, deployed.node, deployed.diagnostics)
+    kubectl = deployed.kubectl
+    # The namespace is deleted without waiting, which took the namespace
+    # controller 15-30 s: a run that starts before it is gone waits here.
+    wait_until(
+        lambda: not kubectl.run("get", "namespace", NAMESPACE, "--ignore-not-found", "-o", "name"),
+        120,
+        f"namespace {NAMESPACE} left by an earlier run to be gone",
+    )
+    kubectl.apply(render("namespace.yaml.j2", namespace=NAMESPACE))
+    pods = Pods(kubectl, NAMESPACE, deployed.node, deployed.diagnostics)
     try:
         yield pods, root
     finally:
-        # The helper first, waiting for its pod: a namespace deleted with a
-        # pod still terminating in it is retried on the namespace
-        # controller's back-off, which took 15-30 s.
         try:
             NodeFiles.remove_from(pods)
         finally:
-            deployed.kubectl.delete("namespace", NAMESPACE, wait=True)
+            kubectl.delete("namespace", NAMESPACE)
         deployed.kubectl.exec(deployed.ns, deployed.files.helper(), ["rm", "-rf", root])
 
 
