@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from allocwatch.render import render_document
 from e2e.conftest import pick_node
 from e2e.framework.helm import Helm
 from e2e.framework.kubectl import Kubectl
@@ -66,7 +67,9 @@ class OneGpuStack(RealStack):
     def nvml_mock_values(self) -> list[str]:
         chart_profile = self.images.nvml_mock_chart / "profiles" / PROFILE
         profile = one_gpu(yaml.safe_load(chart_profile.read_text()))
-        return ["--set-literal", f"gpu.customConfig={yaml.safe_dump(profile, sort_keys=False)}"]
+        # rendered as allocwatch writes for the engine: quoted where Go's YAML
+        # would read a string (a serial like "0421819085400") as a number
+        return ["--set-literal", f"gpu.customConfig={render_document(profile)}"]
 
     def deploy_allocator(self) -> None:
         self.deploy_plugin(replicas=2)
@@ -143,7 +146,7 @@ def up(real: RealStack) -> None:
   kubectl -n {NAMESPACE} apply -f - <<<'{manifest}'
   kubectl -n {NAMESPACE} exec {NODE_VIEW} -- nvidia-smi      # every GPU
   kubectl -n {NAMESPACE} exec more -- nvidia-smi           # only its own GPU
-  kubectl -n {NAMESPACE} delete pod more                  # back to idle
+  kubectl -n {NAMESPACE} delete pod more                   # back to idle
   kubectl -n nvml-mock exec ds/nvml-mock -c nvml-mock -- nvml-mock-ctl temp --gpu 0 80
 
 make demo-down removes it all."""
