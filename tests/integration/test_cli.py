@@ -38,12 +38,27 @@ _started: list[subprocess.Popen[str]] = []
 
 
 def spawn(*args: str, **popen: Any) -> subprocess.Popen[str]:
-    """`allocwatch <args>` in the background, stderr piped, killed after the test if need be."""
+    """`allocwatch <args>` in the background, stderr piped, killed after the test if need be.
+
+    With faulthandler on, so that exit_code_within() can show where one that
+    did not exit was."""
+    env = {**popen.pop("env", os.environ), "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen(
-        [*CMD, *args], stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, **popen
+        [*CMD, *args], stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT, env=env, **popen
     )
     _started.append(proc)
     return proc
+
+
+def exit_code_within(proc: subprocess.Popen[str], timeout: float) -> int:
+    """The exit code; a watcher still running after `timeout` fails the test with
+    every thread's stack (faulthandler, on SIGABRT) and what it logged."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=10)
+        pytest.fail(f"still running {timeout:g}s after the signal:\n{err}")
 
 
 @pytest.fixture(autouse=True)
@@ -578,7 +593,7 @@ def test_sighup_exits_0_and_removes_readings(
     target = driver_root / "config" / "overrides.yaml"
     wait_until(target.exists, what="first publish")
     w.proc.send_signal(signal.SIGHUP)
-    assert w.proc.wait(timeout=5) == 0
+    assert exit_code_within(w.proc, 5) == 0
     assert memory(target) == {}
 
 
