@@ -434,7 +434,11 @@ class Running:
 
     def terminate(self) -> tuple[int, float, str]:
         """SIGTERM: the exit code, the seconds to exit (less waits for a CPU), the log."""
-        took = time_to_exit(self.proc, signal.SIGTERM)
+        try:
+            took = time_to_exit(self.proc, signal.SIGTERM)
+        except AssertionError:  # still running: fail with where it was
+            exit_code_within(self.proc, 0)
+            raise
         code = self.proc.wait(timeout=10)
         assert self.proc.stderr is not None
         return code, took, "".join(self.log) + self.proc.stderr.read()
